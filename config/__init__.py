@@ -1,0 +1,1 @@
+"""Process configuration: settings from the environment and the database they name."""

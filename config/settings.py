@@ -1,0 +1,166 @@
+"""Settings from the environment, validated once at process start (SPEC 10).
+
+A `.env` file next to omniflow.py is read in development; real environment
+variables win over it. A bad value raises ConfigError naming the variable,
+and the entry point turns that into a one-line message and a non-zero exit.
+Secret values are never echoed back in those messages.
+"""
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SQLITE_PATH = PROJECT_ROOT / "var" / "omniflow.sqlite3"
+
+SECRET_VARIABLES = (
+    "APP_OPERATOR_TOKEN",
+    "APP_DATA_ENCRYPTION_KEY",
+    "APP_REMNAWAVE_TOKEN",
+    "APP_TELEGRAM_BOT_TOKEN",
+)
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class ConfigError(Exception):
+    """A variable is missing or malformed; the message names it."""
+
+    def __init__(self, variable, problem):
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    """Where the data lives: a PostgreSQL DSN or a SQLite file path."""
+
+    dialect: str  # "postgres" or "sqlite"
+    dsn: str = ""
+    path: str = ""
+
+    @property
+    def is_postgres(self):
+        return self.dialect == "postgres"
+
+
+@dataclass(frozen=True)
+class Settings:
+    database: DatabaseTarget
+    port: int = 8000
+    log_level: str = "INFO"
+    operator_token: str = field(default="", repr=False)
+    data_encryption_key: str = field(default="", repr=False)
+    remnawave_url: str = ""
+    remnawave_token: str = field(default="", repr=False)
+    telegram_bot_token: str = field(default="", repr=False)
+    retention_interval_hours: int = 1
+    retention_outbox_days: int = 7
+    retention_telemetry_days: int = 30
+    retention_drift_days: int = 90
+    backup_interval_hours: int = 24
+    backup_dir: str = ""
+    maintenance_probe_seconds: int = 30
+    telegram_delivery_rate: int = 25
+    support_attachment_dir: str = ""
+
+    def secrets(self):
+        """Every secret value currently configured, for the redactor."""
+        return [
+            value
+            for value in (
+                self.operator_token,
+                self.data_encryption_key,
+                self.remnawave_token,
+                self.telegram_bot_token,
+                self.database.dsn and urlsplit(self.database.dsn).password,
+            )
+            if value
+        ]
+
+
+def parse_database_url(value):
+    """DATABASE_URL → DatabaseTarget. Unset means the development SQLite file."""
+    if not value:
+        return DatabaseTarget("sqlite", path=str(DEFAULT_SQLITE_PATH))
+    parts = urlsplit(value)
+    if parts.scheme in ("postgres", "postgresql"):
+        if not parts.path.strip("/"):
+            raise ConfigError("DATABASE_URL", "a PostgreSQL URL must name a database")
+        return DatabaseTarget("postgres", dsn="postgresql" + value[len(parts.scheme):])
+    if parts.scheme == "sqlite":
+        # sqlite:///relative/or/absolute/path — three slashes, then the path.
+        path = value[len("sqlite:///"):] if value.startswith("sqlite:///") else ""
+        if not path:
+            raise ConfigError("DATABASE_URL", "a SQLite URL looks like sqlite:///path/to/file.db")
+        return DatabaseTarget("sqlite", path=path)
+    raise ConfigError("DATABASE_URL", "must start with postgresql://, postgres:// or sqlite:///")
+
+
+def _positive_int(env, name, default):
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(name, f"must be a positive integer, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(name, f"must be a positive integer, got {raw!r}")
+    return value
+
+
+def _url(env, name):
+    raw = (env.get(name) or "").strip()
+    if raw and urlsplit(raw).scheme not in ("http", "https"):
+        raise ConfigError(name, "must be an http:// or https:// URL")
+    return raw
+
+
+def _secret(env, name, min_length=0):
+    raw = (env.get(name) or "").strip()
+    if raw and len(raw) < min_length:
+        # Never echo the value: it is a secret even when it is a bad one.
+        raise ConfigError(name, f"must be at least {min_length} characters long")
+    return raw
+
+
+def load_settings(environ=None, dotenv_path=None):
+    """Read and validate every variable; raise ConfigError on the first bad one."""
+    if environ is None:
+        environ = dict(os.environ)
+        dotenv_file = Path(dotenv_path) if dotenv_path else PROJECT_ROOT / ".env"
+        if dotenv_file.exists():
+            from dotenv import dotenv_values
+
+            file_values = {k: v for k, v in dotenv_values(dotenv_file).items() if v is not None}
+            environ = {**file_values, **environ}
+
+    log_level = (environ.get("LOG_LEVEL") or "INFO").strip().upper()
+    if log_level not in LOG_LEVELS:
+        raise ConfigError("LOG_LEVEL", f"must be one of {', '.join(LOG_LEVELS)}")
+
+    port = _positive_int(environ, "PORT", 8000)
+    if port > 65535:
+        raise ConfigError("PORT", "must be at most 65535")
+
+    return Settings(
+        database=parse_database_url((environ.get("DATABASE_URL") or "").strip()),
+        port=port,
+        log_level=log_level,
+        operator_token=_secret(environ, "APP_OPERATOR_TOKEN", min_length=16),
+        data_encryption_key=_secret(environ, "APP_DATA_ENCRYPTION_KEY"),
+        remnawave_url=_url(environ, "APP_REMNAWAVE_URL"),
+        remnawave_token=_secret(environ, "APP_REMNAWAVE_TOKEN"),
+        telegram_bot_token=_secret(environ, "APP_TELEGRAM_BOT_TOKEN"),
+        retention_interval_hours=_positive_int(environ, "APP_RETENTION_INTERVAL_HOURS", 1),
+        retention_outbox_days=_positive_int(environ, "APP_RETENTION_OUTBOX_DAYS", 7),
+        retention_telemetry_days=_positive_int(environ, "APP_RETENTION_TELEMETRY_DAYS", 30),
+        retention_drift_days=_positive_int(environ, "APP_RETENTION_DRIFT_DAYS", 90),
+        backup_interval_hours=_positive_int(environ, "APP_BACKUP_INTERVAL_HOURS", 24),
+        backup_dir=(environ.get("APP_BACKUP_DIR") or "").strip(),
+        maintenance_probe_seconds=_positive_int(environ, "APP_MAINTENANCE_PROBE_SECONDS", 30),
+        telegram_delivery_rate=_positive_int(environ, "APP_TELEGRAM_DELIVERY_RATE", 25),
+        support_attachment_dir=(environ.get("APP_SUPPORT_ATTACHMENT_DIR") or "").strip(),
+    )

@@ -1,0 +1,15 @@
+"""The durable queue engine: River's guarantees behind Huey's API.
+
+Map of the package (read in this order):
+  states.py      job states, the state bits behind uniqueness, operator-rule errors
+  kinds.py       queues and their concurrency, job kind declarations, backoff
+  sql_postgres.py / sql_sqlite.py   the hot-path SQL, one module per dialect
+  dialect.py     picks the SQL module for the bound database
+  client.py      insert (transactional, unique), retry, cancel, listings
+  storage.py     the Huey storage over the same tables (Huey's own contract)
+  notifier.py    wake-ups: LISTEN/NOTIFY on PostgreSQL, in-process events
+  executor.py    producers (batch claim), the completer (batched outcomes), running a job
+  maintenance.py heartbeat, leader election, periodic enqueue, rescue, cleaner
+  huey_app.py    OmniflowHuey and its Consumer/Worker/Scheduler
+  metrics.py     omniflow_jobs_total and omniflow_job_duration_seconds
+"""

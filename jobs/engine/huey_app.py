@@ -1,0 +1,334 @@
+"""OmniflowHuey: Huey's API over the durable queue, and the consumer that runs it.
+
+- `@huey.job("fulfillment", queue="critical", max_attempts=12, unique_states=...)`
+  declares a job kind; it is Huey's `@huey.task` plus the kind's rules.
+  Calling the task (`fulfillment(operationId=7)`) inserts a job row and
+  returns an InsertResult; `huey.client.insert(...)` does the same.
+- `@huey.periodic_task(every(seconds=15))` is Huey's decorator; the leader
+  enqueues the pass as a `periodic_task` job once per interval.
+- `huey.create_consumer()` (what `python omniflow.py worker` runs) is
+  Huey's Consumer with one thread per queue slot (critical 16, default 8,
+  bulk 4), a maintenance scheduler instead of Huey's minute ticker, and a
+  graceful shutdown on SIGTERM as well as SIGINT.
+- Plain `@huey.task()` functions keep Huey's own semantics (see storage.py).
+"""
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+
+from huey.api import Huey
+from huey.consumer import Consumer, Scheduler, Worker, WorkerRecycle
+from huey.exceptions import ConfigurationError
+
+from jobs.engine.client import JobClient
+from jobs.engine.executor import Executor, JobRunner, SyncRecorder
+from jobs.engine.kinds import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_QUEUE,
+    PERIODIC_KIND,
+    QUEUES,
+    UNIQUE_WHILE_ACTIVE,
+    KindRegistry,
+    KindSpec,
+    river_backoff,
+)
+from jobs.engine.maintenance import Maintenance
+from jobs.engine.storage import JobStorage
+from models.base import utcnow
+
+logger = logging.getLogger("omniflow.jobs")
+
+SHUTDOWN_TIMEOUT_S = 25  # Heroku sends SIGKILL 30 s after SIGTERM
+INTERVAL = "interval"  # periodic timeout: as long as the interval
+
+
+class UnknownJobKind(Exception):
+    """A row whose kind this worker does not know; it errors and retries, never vanishes."""
+
+
+class Every:
+    """A fixed interval for `@huey.periodic_task`, down to one second.
+
+    Huey would call it once a minute to ask "run now?"; it always answers no,
+    because the elected leader enqueues periodic passes (once per interval
+    across all workers), not each consumer's minute ticker.
+    """
+
+    def __init__(self, seconds):
+        if seconds < 1:
+            raise ConfigurationError("a periodic interval must be at least one second")
+        self.seconds = seconds
+
+    def __call__(self, timestamp):
+        return False
+
+    def __repr__(self):
+        return f"every({self.seconds}s)"
+
+
+def every(seconds=0, minutes=0, hours=0):
+    return Every(seconds + 60 * minutes + 3600 * hours)
+
+
+@dataclass(frozen=True)
+class PeriodicSpec:
+    name: str
+    interval_s: float
+    timeout_s: float
+    task_class: object
+
+
+def new_worker_id():
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class OmniflowHuey(Huey):
+    def __init__(self, name="omniflow", results=True, utc=True, **kwargs):
+        super().__init__(name, results=results, utc=utc, storage_class=JobStorage, **kwargs)
+        self.kinds = KindRegistry()
+        self.kinds.register(
+            KindSpec(PERIODIC_KIND, queue=DEFAULT_QUEUE, max_attempts=1, unique_states=UNIQUE_WHILE_ACTIVE)
+        )
+        self.periodic_schedules = {}
+        self.client = JobClient(self.kinds)
+        self.worker_id = f"direct:{new_worker_id()}"
+        self.runner = JobRunner(self, SyncRecorder())
+
+    # -- declaring work ------------------------------------------------------------
+
+    def job(
+        self,
+        kind,
+        queue=DEFAULT_QUEUE,
+        max_attempts=DEFAULT_MAX_ATTEMPTS,
+        unique_states=frozenset(),
+        timeout=None,
+        priority=0,
+        backoff=river_backoff,
+    ):
+        """Declare a job kind: a Huey task whose calls insert durable job rows."""
+
+        def decorator(fn):
+            wrapper = self.task(name=kind)(fn)
+            self.kinds.register(
+                KindSpec(kind, queue, max_attempts, frozenset(unique_states), timeout, priority, backoff, wrapper.task_class)
+            )
+            return wrapper
+
+        return decorator
+
+    def periodic_task(self, validate_datetime, name=None, timeout=INTERVAL, **kwargs):
+        """Huey's periodic_task, with an `every(...)` interval run by the leader."""
+        if not isinstance(validate_datetime, Every):
+            raise ConfigurationError("periodic passes take every(seconds=…, minutes=…, hours=…)")
+
+        def decorator(fn):
+            task_name = name or fn.__name__
+            if task_name in self.periodic_schedules:
+                raise ConfigurationError(f"periodic task {task_name!r} is declared twice")
+            wrapper = super(OmniflowHuey, self).periodic_task(validate_datetime, name=task_name, **kwargs)(fn)
+            timeout_s = validate_datetime.seconds if timeout == INTERVAL else timeout
+            self.periodic_schedules[task_name] = PeriodicSpec(
+                task_name, validate_datetime.seconds, timeout_s, wrapper.task_class
+            )
+            return wrapper
+
+        return decorator
+
+    # -- Huey's enqueue / dequeue / execute, routed to job rows ---------------------
+
+    def _kind_of(self, task):
+        name = type(task).__name__
+        if name in self.kinds and self.kinds.get(name).task_class is type(task):
+            return name
+        spec = self.periodic_schedules.get(name)
+        if spec is not None and spec.task_class is type(task):
+            return PERIODIC_KIND
+        return None
+
+    def enqueue(self, task):
+        kind = self._kind_of(task) if hasattr(task, "kwargs") else None
+        if kind is None:
+            return super().enqueue(task)
+        if task.args:
+            raise TypeError(f"{kind}: job arguments are keyword arguments (they are stored as a JSON object)")
+        args = {"task": type(task).__name__} if kind == PERIODIC_KIND else task.kwargs
+        return self.client.insert(kind, args, scheduled_at=task.eta, priority=task.priority)
+
+    def dequeue(self):
+        """Claim one due job of any queue (Huey's own consumer and tests use this)."""
+        from jobs.engine.executor import ClaimedJob
+
+        sql = self.client.sql
+        rows = sql.claim(None, 1, self.worker_id, utcnow())
+        if not rows:
+            return None
+        return self.task_for(ClaimedJob.from_row(rows[0], self.worker_id, sql))
+
+    def execute(self, task, timestamp=None):
+        job = getattr(task, "job", None)
+        if job is None:
+            return super().execute(task, timestamp)
+        return self.runner.run(task, job)
+
+    def task_for(self, job):
+        """The Huey task instance that runs a claimed row."""
+        if job.payload is not None:
+            task = self.deserialize_task(job.payload)
+        elif job.kind == PERIODIC_KIND:
+            name = job.args_dict.get("task")
+            spec = self.periodic_schedules.get(name)
+            if spec is None:
+                raise UnknownJobKind(f"periodic task {name!r} is not declared in this worker")
+            task = spec.task_class((), {}, id=str(job.id), retries=0)
+        else:
+            if job.kind not in self.kinds or self.kinds.get(job.kind).task_class is None:
+                raise UnknownJobKind(f"job kind {job.kind!r} is not declared in this worker")
+            task = self.kinds.get(job.kind).task_class((), job.args_dict, id=str(job.id), retries=0)
+        task.job = job
+        return task
+
+    def timeout_for(self, job):
+        if job.kind == PERIODIC_KIND:
+            spec = self.periodic_schedules.get(job.args_dict.get("task"))
+            return spec.timeout_s if spec else None
+        return self.kinds.get(job.kind).timeout_s if job.kind in self.kinds else None
+
+    def backoff_for(self, job):
+        backoff = self.kinds.get(job.kind).backoff if job.kind in self.kinds else river_backoff
+        return backoff(job.attempt)
+
+    def create_consumer(self, **options):
+        return OmniflowConsumer(self, **options)
+
+
+class QueueWorker(Worker):
+    """A Huey worker thread bound to one queue; it takes claimed jobs from that queue's producer."""
+
+    def __init__(self, huey, stop_flag, default_delay, max_delay, backoff, max_tasks=None, queue=DEFAULT_QUEUE, executor=None):
+        super().__init__(huey, stop_flag, default_delay, max_delay, backoff, max_tasks)
+        self.queue = queue
+        self.executor = executor
+
+    def loop(self, now=None):
+        try:
+            job = self.executor.take(self.queue)
+        except Exception:
+            self._logger.exception("taking a job failed")
+            self.stop_flag.wait(1)
+            return
+        if job is None:
+            return
+        self.task_count += 1
+        try:
+            self.executor.runner.run_claimed(job)
+        except Exception:
+            self._logger.exception("unhandled error while running job %s", job.id)
+        if self.max_tasks and self.task_count >= self.max_tasks:
+            raise WorkerRecycle()
+
+
+class MaintenanceScheduler(Scheduler):
+    """Replaces Huey's minute ticker: once a second, run queue maintenance."""
+
+    def __init__(self, huey, stop_flag, interval, periodic, maintenance=None):
+        super().__init__(huey, stop_flag, interval, False)
+        self.maintenance = maintenance
+
+    def loop(self, now=None):
+        started = time.monotonic()
+        self.maintenance.tick()
+        self.sleep_for_interval(started, self.interval)
+
+
+class OmniflowConsumer(Consumer):
+    worker_class = QueueWorker
+    scheduler_class = MaintenanceScheduler
+
+    def __init__(self, huey, concurrency=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, **options):
+        self.concurrency = dict(QUEUES if concurrency is None else concurrency)
+        self._queue_plan = [queue for queue, count in self.concurrency.items() for _ in range(count)]
+        self.executor = Executor(huey, self.concurrency, new_worker_id())
+        self.maintenance = Maintenance(huey, self.executor, self._register)
+        options.update(
+            workers=len(self._queue_plan), periodic=False, scheduler_interval=1, worker_type="thread"
+        )
+        super().__init__(huey, shutdown_timeout=shutdown_timeout, **options)
+        # Both SIGTERM (what a platform sends) and SIGINT finish running jobs
+        # or hand them back; a second signal cuts the wait short.
+        self._signal_actions[signal.SIGINT] = (False, True)
+        self._signal_actions[signal.SIGTERM] = (False, True)
+        self._cleaned_up = False
+
+    @property
+    def worker_id(self):
+        return self.executor.worker_id
+
+    def _create_worker(self):
+        queue = self._queue_plan.pop(0) if self._queue_plan else DEFAULT_QUEUE
+        return self.worker_class(
+            huey=self.huey,
+            stop_flag=self.stop_flag,
+            default_delay=self.default_delay,
+            max_delay=self.max_delay,
+            backoff=self.backoff,
+            max_tasks=self.max_tasks,
+            queue=queue,
+            executor=self.executor,
+        )
+
+    def _create_scheduler(self):
+        return self.scheduler_class(
+            huey=self.huey,
+            stop_flag=self.stop_flag,
+            interval=self.scheduler_interval,
+            periodic=False,
+            maintenance=self.maintenance,
+        )
+
+    def check_worker_health(self):
+        # A replacement worker serves the queue of the one that died.
+        self._queue_plan = [
+            worker.queue for worker, thread in self.worker_threads if not self.environment.is_alive(thread)
+        ]
+        return super().check_worker_health()
+
+    def _register(self, initial=False):
+        sql = self.huey.client.sql
+        if not initial:
+            self.executor.worker_id = new_worker_id()
+        queues = ",".join(f"{queue}:{count}" for queue, count in self.concurrency.items())
+        sql.register_worker(self.executor.worker_id, socket.gethostname(), os.getpid(), queues, utcnow())
+
+    def start(self):
+        self._register(initial=True)
+        self.huey.runner = self.executor.runner
+        self.executor.start()
+        super().start()
+        logger.info(
+            "worker started",
+            extra={"worker_id": self.worker_id, "queue": ",".join(f"{q}={n}" for q, n in self.concurrency.items())},
+        )
+
+    def stop(self, graceful=False):
+        self.stop_flag.set()
+        self.executor.stop_claiming()
+        super().stop(graceful=graceful)
+        self._clean_up()
+
+    def _clean_up(self):
+        if self._cleaned_up:
+            return
+        self._cleaned_up = True
+        try:
+            self.executor.shutdown()
+            self.maintenance.resign()
+            self.huey.client.sql.deregister_worker(self.executor.worker_id)
+        except Exception:
+            logger.exception("worker shutdown could not finish its bookkeeping; rescue will finish it")
+        self.huey.runner = JobRunner(self.huey, SyncRecorder())
+        logger.info("worker stopped", extra={"worker_id": self.worker_id})

@@ -1,0 +1,180 @@
+"""What keeps the queue healthy, run once a second by each worker's scheduler thread.
+
+Every worker: heartbeat (its row in job_workers), try to hold the leader
+lease, stop its own runs that outlived their timeout or were cancelled.
+The leader only: enqueue due periodic passes, rescue jobs of dead workers,
+delete finished rows past their retention.
+
+Timing (River's election timing; heartbeat-based rescue instead of River's
+fixed one hour): a dead worker's jobs are rescued at most
+WORKER_STALE_AFTER_S + RESCUE_INTERVAL_S after its last heartbeat (40 s),
+and a dead leader is replaced within LEADER_TTL_S + ELECT_INTERVAL_S (20 s).
+A live worker keeps heartbeating however long its jobs run, so they are
+never rescued under it.
+"""
+import datetime
+import json
+import logging
+import time
+
+from jobs.engine.client import append_error, error_entry
+from jobs.engine.kinds import PERIODIC_KIND
+from jobs.engine.states import CANCELLED, COMPLETED, DISCARDED, RETRYABLE, RUNNING
+from models.base import db, utcnow
+
+logger = logging.getLogger("omniflow.jobs.maintenance")
+
+HEARTBEAT_INTERVAL_S = 5
+WORKER_STALE_AFTER_S = 30
+ELECT_INTERVAL_S = 5
+LEADER_TTL_S = 15
+LEADER_NAME = "default"
+RESCUE_INTERVAL_S = 10
+RESCUE_BATCH = 1000
+CLEAN_INTERVAL_S = 30
+CLEAN_BATCH = 1000
+CLEAN_MAX_BATCHES = 10
+CANCEL_CHECK_INTERVAL_S = 1
+RETENTION = {
+    COMPLETED: datetime.timedelta(hours=24),
+    CANCELLED: datetime.timedelta(days=7),
+    DISCARDED: datetime.timedelta(days=7),
+}
+
+
+class Maintenance:
+    def __init__(self, huey, executor, register):
+        self.huey = huey
+        self.executor = executor
+        self.register = register  # re-registers the worker under a new id
+        self.is_leader = False
+        self._last_runs = None
+        self._next = {}
+
+    @property
+    def sql(self):
+        return self.huey.client.sql
+
+    def _due(self, name, interval_s):
+        now = time.monotonic()
+        if now >= self._next.get(name, 0):
+            self._next[name] = now + interval_s
+            return True
+        return False
+
+    def tick(self):
+        self._step("heartbeat", HEARTBEAT_INTERVAL_S, self.heartbeat)
+        self._step("elect", ELECT_INTERVAL_S, self.elect)
+        self._step("stop_runs", CANCEL_CHECK_INTERVAL_S, self.stop_overdue_and_cancelled_runs)
+        if self.is_leader:
+            self._step("periodic", 0, self.enqueue_due_periodic)
+            self._step("rescue", RESCUE_INTERVAL_S, self.rescue)
+            self._step("clean", CLEAN_INTERVAL_S, self.clean)
+
+    def _step(self, name, interval_s, action):
+        if not self._due(name, interval_s):
+            return
+        try:
+            action()
+        except Exception:
+            logger.exception("queue maintenance step failed", extra={"task": name})
+
+    # -- every worker ------------------------------------------------------------
+
+    def heartbeat(self):
+        if not self.sql.heartbeat(self.executor.worker_id, utcnow()):
+            # Our row was removed: the leader declared this worker dead and
+            # rescued its jobs. Runs still going will find their writes
+            # refused; new claims go under a fresh id.
+            logger.error("this worker was declared dead; re-registering", extra={"worker_id": self.executor.worker_id})
+            self.register()
+
+    def elect(self):
+        now = utcnow()
+        was_leader = self.is_leader
+        self.is_leader = self.sql.elect(
+            LEADER_NAME, self.executor.worker_id, now, now + datetime.timedelta(seconds=LEADER_TTL_S)
+        )
+        if self.is_leader and not was_leader:
+            self._last_runs = None
+            self._next.pop("rescue", None)
+            logger.info("elected queue leader", extra={"worker_id": self.executor.worker_id})
+        elif was_leader and not self.is_leader:
+            logger.warning("lost queue leadership", extra={"worker_id": self.executor.worker_id})
+
+    def resign(self):
+        if self.is_leader:
+            self.sql.resign(LEADER_NAME, self.executor.worker_id)
+            self.is_leader = False
+
+    def stop_overdue_and_cancelled_runs(self):
+        running = [context for context in self.executor.runner.in_flight() if not context.cancelled]
+        if not running:
+            return
+        now = utcnow()
+        for context in running:
+            if context.past_deadline():
+                job = context.job
+                reason = f"timed out after {context.timeout_s}s"
+                context.cancel(reason)
+                errors = append_error(job.error_list, error_entry(job.attempt, reason))
+                self.sql.cancel_running(job.id, job.worker_id, now, errors)
+                logger.warning("job run cancelled: timeout", extra={"job_id": job.id, "kind": job.kind})
+        still = [context for context in running if not context.cancelled]
+        if still:
+            states = self.sql.states_of([context.job.id for context in still])
+            for context in still:
+                if states.get(context.job.id) != RUNNING:
+                    context.cancel("job was cancelled")
+
+    # -- leader only -------------------------------------------------------------------
+
+    def enqueue_due_periodic(self):
+        schedules = self.huey.periodic_schedules
+        if not schedules:
+            return
+        if self._last_runs is None:
+            self._last_runs = self.sql.periodic_last_runs()
+        now = utcnow()
+        for name, spec in schedules.items():
+            interval = datetime.timedelta(seconds=spec.interval_s)
+            last = self._last_runs.get(name)
+            if last is not None and now < last + interval:
+                continue
+            # Keep the cadence (next run one interval after the previous
+            # one) unless a whole interval was missed, e.g. with no leader.
+            run_at = last + interval if last is not None and now - (last + interval) < interval else now
+            with db.atomic():
+                if not self.sql.holds_lease(LEADER_NAME, self.executor.worker_id, now):
+                    self.is_leader = False
+                    return
+                result = self.huey.client.insert(PERIODIC_KIND, {"task": name})
+                self.sql.record_periodic_run(name, run_at)
+            self._last_runs[name] = run_at
+            logger.info(
+                "periodic task skipped: previous run still active" if result.skipped_as_duplicate else "periodic task enqueued",
+                extra={"task": name, "job_id": result.job_id},
+            )
+
+    def rescue(self):
+        now = utcnow()
+        self.sql.forget_dead_workers(now - datetime.timedelta(seconds=WORKER_STALE_AFTER_S))
+        for job_id, dead_worker, attempt, max_attempts, errors in self.sql.orphaned_jobs(RESCUE_BATCH):
+            errors = append_error(json.loads(errors), error_entry(attempt, "the worker running this job stopped (rescued)"))
+            exhausted = attempt >= max_attempts
+            state = DISCARDED if exhausted else RETRYABLE
+            if self.sql.rescue(job_id, dead_worker, state, now, now if exhausted else None, errors):
+                logger.warning("rescued job of a dead worker", extra={"job_id": job_id, "state": state})
+
+    def clean(self):
+        now = utcnow()
+        for state, keep in RETENTION.items():
+            removed = 0
+            for _ in range(CLEAN_MAX_BATCHES):
+                count = self.sql.clean(state, now - keep, CLEAN_BATCH)
+                removed += count
+                if count < CLEAN_BATCH:
+                    break
+            if removed:
+                logger.info("cleaned finished jobs", extra={"state": state, "count": removed})
+        self.sql.kv_clean_expired(now)

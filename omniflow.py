@@ -1,0 +1,178 @@
+"""Omniflow's one entry point.
+
+    python omniflow.py migrate              apply pending schema migrations (the `release` process)
+    python omniflow.py worker               run the queue consumer (the `worker` process)
+    python omniflow.py jobs list [--state S] [--limit N]
+    python omniflow.py jobs retry ID | jobs cancel ID
+    python omniflow.py demo [--seconds N]   development: SQLite, demo load, a worker, then the job list
+
+`huey` (the application's queue) is importable from here as `omniflow.huey`.
+"""
+import argparse
+import logging
+import sys
+
+from config.database import bind_database
+from config.logging import configure_logging
+from config.settings import ConfigError, load_settings
+from jobs import huey
+from jobs.engine.kinds import QUEUES
+from security.redactor import register_settings
+
+logger = logging.getLogger("omniflow")
+
+WORKER_POOL_EXTRA = 8  # producers, completer, maintenance, and slack
+JOB_KIND_MODULES = ()  # modules that declare the production job kinds and passes
+
+
+def bootstrap(pool_size=10):
+    """Settings, logging, redactor and database; a bad setting exits with its name."""
+    try:
+        settings = load_settings()
+    except ConfigError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    configure_logging(settings.log_level)
+    register_settings(settings)
+    bind_database(settings.database, pool_size=pool_size)
+    return settings
+
+
+def require_current_schema():
+    import migrations
+    from models import db
+
+    waiting = migrations.pending(db.obj)
+    if waiting:
+        print(
+            f"the database schema is behind ({', '.join(waiting)} not applied): run `python omniflow.py migrate`",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+
+
+def load_job_kinds():
+    import importlib
+
+    for module in JOB_KIND_MODULES:
+        importlib.import_module(module)
+
+
+def cmd_migrate(args):
+    import migrations
+    from models import db
+
+    bootstrap()
+    applied = migrations.apply(db.obj)
+    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+
+
+def run_worker(seconds=None):
+    consumer = huey.create_consumer()
+    if seconds is None:
+        consumer.run()
+        return
+    import threading
+
+    threading.Timer(seconds, lambda: consumer.stop_flag.set()).start()
+    consumer.start()
+    consumer.stop_flag.wait()
+    consumer.stop(graceful=True)
+
+
+def cmd_worker(args):
+    bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
+    require_current_schema()
+    load_job_kinds()
+    run_worker()
+
+
+def _format_time(value):
+    return value.strftime("%H:%M:%S") if value else "-"
+
+
+def print_jobs(jobs_shown, counts):
+    print(f"{'id':>6}  {'kind':<16} {'queue':<9} {'state':<10} {'attempt':>7}  {'created':>8}  last error")
+    for job in jobs_shown:
+        print(
+            f"{job.id:>6}  {job.kind:<16} {job.queue:<9} {job.state:<10} "
+            f"{f'{job.attempt}/{job.max_attempts}':>7}  {_format_time(job.created_at):>8}  {job.last_error or ''}"
+        )
+    summary = ", ".join(f"{queue}/{state}: {n}" for (queue, state), n in sorted(counts.items()))
+    print(f"\ntotals: {summary or 'no jobs'}")
+
+
+def cmd_jobs(args):
+    from jobs import JobMutationRejected, JobNotFound, client
+    from jobs.engine.states import ALL_STATES, DEAD_LETTER_STATES
+
+    bootstrap()
+    require_current_schema()
+    try:
+        if args.action == "list":
+            if args.state == "dead_letter":
+                states = DEAD_LETTER_STATES
+            elif args.state in (None, "all"):
+                states = None
+            elif args.state in ALL_STATES:
+                states = (args.state,)
+            else:
+                print(f"unknown state {args.state!r}", file=sys.stderr)
+                raise SystemExit(2)
+            print_jobs(client.list(states, limit=args.limit), client.counts())
+        elif args.action == "retry":
+            job = client.retry(args.id)
+            print(f"job {job.id} is {job.state}")
+        elif args.action == "cancel":
+            job = client.cancel(args.id)
+            print(f"job {job.id} is {job.state}")
+    except (JobNotFound, JobMutationRejected) as error:
+        print(str(error), file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def cmd_demo(args):
+    import migrations
+    from jobs import client, demo
+    from models import db
+
+    bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
+    migrations.apply(db.obj)
+    results = demo.enqueue_demo_load()
+    duplicates = sum(1 for result in results if result.skipped_as_duplicate)
+    print(f"demo: inserted {len(results) - duplicates} jobs, {duplicates} skipped as duplicate")
+    print(f"demo: running a worker for {args.seconds} s (Ctrl-C stops it early)")
+    run_worker(seconds=args.seconds)
+    print()
+    print_jobs(client.list(limit=30), client.counts())
+    print("\nsee them again with: python omniflow.py jobs list  (or --state dead_letter)")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="omniflow.py", description="Omniflow: paid orders to working VPN access.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("migrate", help="apply pending migrations").set_defaults(run=cmd_migrate)
+    commands.add_parser("worker", help="run the job consumer").set_defaults(run=cmd_worker)
+
+    jobs_parser = commands.add_parser("jobs", help="list, retry or cancel job rows")
+    jobs_actions = jobs_parser.add_subparsers(dest="action", required=True)
+    listing = jobs_actions.add_parser("list")
+    listing.add_argument("--state", help="a job state, dead_letter, or all (default)")
+    listing.add_argument("--limit", type=int, default=50)
+    for action in ("retry", "cancel"):
+        jobs_actions.add_parser(action).add_argument("id", type=int)
+    jobs_parser.set_defaults(run=cmd_jobs)
+
+    demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
+    demo_parser.add_argument("--seconds", type=float, default=40)
+    demo_parser.set_defaults(run=cmd_demo)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Keeping secrets secret: the redactor (SPEC 12.2)."""
