@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from huey import signals as huey_signals
-from huey.api import Huey
+from huey.api import Huey, Task
 from huey.exceptions import CancelExecution
 
 from config.database import is_postgres
@@ -58,6 +58,19 @@ class JobCancel(Exception):
     def __init__(self, reason="cancelled by the job"):
         super().__init__(reason)
         self.reason = reason
+
+
+class UnrunnableTask(Task):
+    """Stands in for a row that cannot become a task (unknown kind, undecodable
+    message): running it raises why, so the row fails, retries and is finally
+    discarded like any other failing job instead of disappearing."""
+
+    def __init__(self, error, **kwargs):
+        super().__init__(**kwargs)
+        self.error = error
+
+    def execute(self):
+        raise self.error
 
 
 @dataclass
@@ -317,17 +330,10 @@ class JobRunner:
             return list(self._in_flight.values())
 
     def run_claimed(self, job):
-        try:
-            task = self.huey.task_for(job)
-        except Exception as exc:
-            # An undecodable message is an error of this job, retried and
-            # finally discarded like any other; it is never dropped silently.
-            self._finish(job, None, self._error_outcome(job, exc), 0.0)
-            return None
-        return self.run(task, job)
+        return self.run(self.huey.task_for(job), job)
 
     def run(self, task, job):
-        if job.payload is not None:
+        if job.payload is not None and not isinstance(task, UnrunnableTask):
             return self._run_huey_message(task, job)
         timeout_s = self.huey.timeout_for(job)
         context = JobContext(job, timeout_s)

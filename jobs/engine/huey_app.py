@@ -25,7 +25,7 @@ from huey.consumer import Consumer, Scheduler, Worker, WorkerRecycle
 from huey.exceptions import ConfigurationError
 
 from jobs.engine.client import JobClient
-from jobs.engine.executor import Executor, JobRunner, SyncRecorder
+from jobs.engine.executor import Executor, JobRunner, SyncRecorder, UnrunnableTask
 from jobs.engine.kinds import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -177,20 +177,25 @@ class OmniflowHuey(Huey):
 
     def task_for(self, job):
         """The Huey task instance that runs a claimed row."""
+        try:
+            task = self._build_task(job)
+        except Exception as error:
+            task = UnrunnableTask(error, id=str(job.id), retries=0)
+        task.job = job
+        return task
+
+    def _build_task(self, job):
         if job.payload is not None:
-            task = self.deserialize_task(job.payload)
-        elif job.kind == PERIODIC_KIND:
+            return self.deserialize_task(job.payload)
+        if job.kind == PERIODIC_KIND:
             name = job.args_dict.get("task")
             spec = self.periodic_schedules.get(name)
             if spec is None:
                 raise UnknownJobKind(f"periodic task {name!r} is not declared in this worker")
-            task = spec.task_class((), {}, id=str(job.id), retries=0)
-        else:
-            if job.kind not in self.kinds or self.kinds.get(job.kind).task_class is None:
-                raise UnknownJobKind(f"job kind {job.kind!r} is not declared in this worker")
-            task = self.kinds.get(job.kind).task_class((), job.args_dict, id=str(job.id), retries=0)
-        task.job = job
-        return task
+            return spec.task_class((), {}, id=str(job.id), retries=0)
+        if job.kind not in self.kinds or self.kinds.get(job.kind).task_class is None:
+            raise UnknownJobKind(f"job kind {job.kind!r} is not declared in this worker")
+        return self.kinds.get(job.kind).task_class((), job.args_dict, id=str(job.id), retries=0)
 
     def timeout_for(self, job):
         if job.kind == PERIODIC_KIND:

@@ -1,0 +1,45 @@
+"""Every integration test runs twice: on a SQLite file and on PostgreSQL."""
+import pytest
+
+from models.base import db
+from tests.support import backends
+from tests.support import kinds  # noqa: F401  (declares the test job kinds on jobs.huey)
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    url = backends.create_pg_database()
+    backends.prepare(url, postgres=True)
+    db.close()
+    db.obj.close_all()
+    yield url
+    if db.obj is not None and hasattr(db.obj, "close_all"):
+        db.obj.close_all()
+    backends.drop_pg_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def database_url(backend, tmp_path, request):
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'omniflow.sqlite3'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def database(backend, database_url):
+    """models.db bound to a clean, migrated database of this backend."""
+    if backend == "sqlite":
+        bound = backends.prepare(database_url, postgres=False)
+    else:
+        bound = backends.bind(database_url)
+        backends.truncate(bound)
+    yield bound
+    if not bound.is_closed():
+        bound.close()
+    if hasattr(bound, "close_all"):
+        bound.close_all()

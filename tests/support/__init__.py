@@ -1,0 +1,1 @@
+"""Test support: backends, worker processes and the job kinds tests run."""
