@@ -16,6 +16,7 @@ from config.database import bind_database
 from config.logging import configure_logging
 from config.settings import ConfigError, load_settings
 from jobs import huey
+from jobs.engine.huey_app import SHUTDOWN_TIMEOUT_S
 from jobs.engine.kinds import QUEUES
 from security.redactor import register_settings
 
@@ -67,8 +68,8 @@ def cmd_migrate(args):
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
 
 
-def run_worker(seconds=None):
-    consumer = huey.create_consumer()
+def run_worker(seconds=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S):
+    consumer = huey.create_consumer(shutdown_timeout=shutdown_timeout)
     if seconds is None:
         consumer.run()
         return
@@ -84,7 +85,7 @@ def cmd_worker(args):
     bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
     require_current_schema()
     load_job_kinds()
-    run_worker()
+    run_worker(shutdown_timeout=args.shutdown_timeout)
 
 
 def _format_time(value):
@@ -152,7 +153,14 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="omniflow.py", description="Omniflow: paid orders to working VPN access.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply pending migrations").set_defaults(run=cmd_migrate)
-    commands.add_parser("worker", help="run the job consumer").set_defaults(run=cmd_worker)
+    worker_parser = commands.add_parser("worker", help="run the job consumer")
+    worker_parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=SHUTDOWN_TIMEOUT_S,
+        help="seconds to let running jobs finish after SIGTERM/SIGINT before handing them back",
+    )
+    worker_parser.set_defaults(run=cmd_worker)
 
     jobs_parser = commands.add_parser("jobs", help="list, retry or cancel job rows")
     jobs_actions = jobs_parser.add_subparsers(dest="action", required=True)

@@ -43,3 +43,15 @@ def database(backend, database_url):
         bound.close()
     if hasattr(bound, "close_all"):
         bound.close_all()
+
+
+@pytest.fixture
+def workers(database, database_url, tmp_path):
+    """Real worker processes against the test database; stopped (and their logs
+    printed, so a failure shows them) at the end of the test."""
+    from tests.support.processes import WorkerProcesses
+
+    processes = WorkerProcesses(database_url, tmp_path)
+    yield processes
+    processes.stop_all()
+    print(processes.logs())

@@ -15,7 +15,7 @@ from bench import harness
 SCHEMA = "bench_procrastinate"
 
 NOTES = ("LISTEN/NOTIFY + poll every 5 s (fetch_job_polling_interval default); "
-         "asyncio worker, concurrency W; sync job bodies run in asyncio's default "
+         "asyncio worker, concurrency %d; sync job bodies run in asyncio's default "
          "thread executor; pool of 4 connections (psycopg_pool default); "
          "finished jobs kept (delete_jobs=never default)")
 
@@ -40,10 +40,9 @@ def _build_app(dsn):
 
 
 class ProcrastinateSystem:
-    notes = NOTES
-
     def __init__(self, ctx):
         self.ctx = ctx
+        self.notes = NOTES % ctx.workers
         self._parent = None  # (app, noop, probe), opened synchronously in the parent
 
     def prepare(self):

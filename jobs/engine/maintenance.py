@@ -35,6 +35,7 @@ CLEAN_INTERVAL_S = 30
 CLEAN_BATCH = 1000
 CLEAN_MAX_BATCHES = 10
 CANCEL_CHECK_INTERVAL_S = 1
+CADENCE_TOLERANCE = datetime.timedelta(seconds=2)
 RETENTION = {
     COMPLETED: datetime.timedelta(hours=24),
     CANCELLED: datetime.timedelta(days=7),
@@ -141,9 +142,12 @@ class Maintenance:
             last = self._last_runs.get(name)
             if last is not None and now < last + interval:
                 continue
-            # Keep the cadence (next run one interval after the previous
-            # one) unless a whole interval was missed, e.g. with no leader.
-            run_at = last + interval if last is not None and now - (last + interval) < interval else now
+            # Keep the cadence against tick jitter (next run one interval
+            # after the previous one); when a run is late by more than that,
+            # e.g. while no leader was elected, start the cadence afresh so
+            # two runs never bunch up inside one interval.
+            on_time = last is not None and now - (last + interval) <= CADENCE_TOLERANCE
+            run_at = last + interval if on_time else now
             with db.atomic():
                 if not self.sql.holds_lease(LEADER_NAME, self.executor.worker_id, now):
                     self.is_leader = False

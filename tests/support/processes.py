@@ -1,0 +1,58 @@
+"""Start, signal and watch real worker processes."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class WorkerProcesses:
+    def __init__(self, database_url, log_dir):
+        self.database_url = database_url
+        self.log_dir = Path(log_dir)
+        self.processes = []
+
+    def start(self, *extra):
+        index = len(self.processes)
+        log = open(self.log_dir / f"worker-{index}.log", "w")
+        env = dict(os.environ, DATABASE_URL=self.database_url, LOG_LEVEL="INFO")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.worker", *extra],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        process.log_path = log.name
+        self.processes.append(process)
+        return process
+
+    def logs(self):
+        return "\n".join(
+            f"--- {p.log_path} ---\n" + Path(p.log_path).read_text()[-4000:] for p in self.processes
+        )
+
+    def stop_all(self):
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.time() + 40
+        for process in self.processes:
+            try:
+                process.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def wait_for(predicate, timeout, interval=0.2, message="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
