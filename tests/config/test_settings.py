@@ -1,0 +1,71 @@
+"""SPEC 10: settings come from the environment; a bad value stops the process
+with a message naming the variable, and never echoes a secret."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config.settings import ConfigError, load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_are_the_spec_defaults_and_sqlite_in_development():
+    settings = load_settings({})
+    assert settings.database.dialect == "sqlite"
+    assert (settings.retention_interval_hours, settings.retention_outbox_days, settings.retention_telemetry_days,
+            settings.retention_drift_days, settings.backup_interval_hours, settings.maintenance_probe_seconds,
+            settings.telegram_delivery_rate) == (1, 7, 30, 90, 24, 30, 25)
+
+
+def test_postgres_url_is_accepted_in_both_spellings():
+    for url in ("postgres://u:p@db:5432/omniflow", "postgresql://u:p@db:5432/omniflow"):
+        target = load_settings({"DATABASE_URL": url}).database
+        assert target.is_postgres and target.dsn.startswith("postgresql://")
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("APP_RETENTION_INTERVAL_HOURS", "abc"),
+        ("APP_RETENTION_OUTBOX_DAYS", "0"),
+        ("APP_MAINTENANCE_PROBE_SECONDS", "-5"),
+        ("APP_TELEGRAM_DELIVERY_RATE", "1.5"),
+        ("PORT", "70000"),
+        ("DATABASE_URL", "mysql://localhost/x"),
+        ("DATABASE_URL", "postgresql://localhost"),
+        ("APP_REMNAWAVE_URL", "ftp://panel"),
+        ("LOG_LEVEL", "LOUD"),
+    ],
+)
+def test_bad_value_names_the_variable(variable, value):
+    with pytest.raises(ConfigError) as error:
+        load_settings({variable: value})
+    assert error.value.variable == variable
+    assert str(error.value).startswith(variable)
+
+
+def test_a_bad_secret_is_not_echoed():
+    with pytest.raises(ConfigError) as error:
+        load_settings({"APP_OPERATOR_TOKEN": "tooshort"})
+    assert "tooshort" not in str(error.value)
+
+
+def test_dotenv_file_is_read_and_the_environment_wins(tmp_path, monkeypatch):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("APP_RETENTION_DRIFT_DAYS=45\nAPP_BACKUP_INTERVAL_HOURS=12\n")
+    monkeypatch.setenv("APP_BACKUP_INTERVAL_HOURS", "6")
+    monkeypatch.delenv("APP_RETENTION_DRIFT_DAYS", raising=False)
+    settings = load_settings(dotenv_path=dotenv)
+    assert settings.retention_drift_days == 45
+    assert settings.backup_interval_hours == 6
+
+
+def test_process_with_a_bad_value_exits_with_a_message_naming_it(tmp_path):
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'x.sqlite3'}", APP_RETENTION_OUTBOX_DAYS="seven")
+    result = subprocess.run([sys.executable, "omniflow.py", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "APP_RETENTION_OUTBOX_DAYS" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,144 @@
+"""SPEC 1.8, 5.1 and the leader: election with a lease, periodic passes enqueued
+by the leader only (once at start, then per interval, unique while active, one
+attempt), and the cleaner deleting finished rows after retention in batches."""
+import datetime
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from jobs import OmniflowHuey, every
+from jobs.engine import maintenance as maintenance_module
+from jobs.engine.maintenance import LEADER_NAME, Maintenance
+from models.base import utcnow
+from models.jobs import Job, JobLeader
+
+unit = OmniflowHuey("maintenance-unit")
+
+
+@unit.periodic_task(every(seconds=15), name="sweep")
+def sweep():
+    return None
+
+
+@unit.periodic_task(every(minutes=5), name="broken_pass")
+def broken_pass():
+    raise RuntimeError("sweep step exploded")
+
+
+def make_maintenance(worker_id):
+    executor = SimpleNamespace(worker_id=worker_id, runner=unit.runner)
+    return Maintenance(unit, executor, register=lambda: None)
+
+
+def periodic_rows(task):
+    return [job for job in Job.select().where(Job.kind == "periodic_task") if job.args_dict["task"] == task]
+
+
+def test_one_leader_at_a_time_and_takeover_after_the_lease_expires(database):
+    a, b = make_maintenance("worker-a"), make_maintenance("worker-b")
+    a.elect()
+    b.elect()
+    assert a.is_leader and not b.is_leader
+    a.elect()  # renewing keeps it
+    assert a.is_leader
+    JobLeader.update(expires_at=utcnow() - datetime.timedelta(seconds=1)).execute()
+    b.elect()
+    a.elect()
+    assert b.is_leader and not a.is_leader
+    b.resign()
+    a.elect()
+    assert a.is_leader
+
+
+def test_only_the_leader_enqueues_and_each_pass_runs_once_when_the_leader_starts(database):
+    leader, follower = make_maintenance("worker-a"), make_maintenance("worker-b")
+    leader.elect()
+    follower.elect()
+    follower.tick()
+    assert Job.select().count() == 0
+    leader.enqueue_due_periodic()
+    assert len(periodic_rows("sweep")) == 1 and len(periodic_rows("broken_pass")) == 1
+    leader.enqueue_due_periodic()  # not due again inside the interval
+    assert len(periodic_rows("sweep")) == 1
+
+
+def test_a_pass_still_queued_is_not_queued_beside_itself(database):
+    leader = make_maintenance("worker-a")
+    leader.elect()
+    leader.enqueue_due_periodic()
+    leader._last_runs = {name: run - datetime.timedelta(minutes=10) for name, run in leader._last_runs.items()}
+    leader.enqueue_due_periodic()
+    assert len(periodic_rows("sweep")) == 1
+
+
+def test_a_new_leader_continues_the_schedule_instead_of_rerunning(database):
+    first = make_maintenance("worker-a")
+    first.elect()
+    first.enqueue_due_periodic()
+    first.resign()
+    second = make_maintenance("worker-b")
+    second.elect()
+    assert second.is_leader
+    second.enqueue_due_periodic()
+    assert len(periodic_rows("sweep")) == 1
+
+
+def test_a_leader_that_lost_its_lease_enqueues_nothing(database):
+    leader = make_maintenance("worker-a")
+    leader.elect()
+    JobLeader.update(leader_id="worker-z").execute()
+    leader.enqueue_due_periodic()
+    assert Job.select().count() == 0 and not leader.is_leader
+
+
+def test_failed_pass_is_logged_with_its_name_and_left_discarded(database, caplog):
+    leader = make_maintenance("worker-a")
+    leader.elect()
+    leader.enqueue_due_periodic()
+    broken = periodic_rows("broken_pass")[0]
+    with caplog.at_level(logging.ERROR, logger="omniflow.jobs"):
+        while True:
+            task = unit.dequeue()
+            if task is None:
+                break
+            unit.execute(task)
+    row = Job.get_by_id(broken.id)
+    assert row.state == "discarded" and row.attempt == 1
+    assert any(r.getMessage() == "periodic task failed" and r.task == "broken_pass" for r in caplog.records)
+    assert Job.get_by_id(periodic_rows("sweep")[0].id).state == "completed"
+
+
+def finished(state, age):
+    job = Job.create(
+        kind="t_record", queue="critical", state=state, args="{}", max_attempts=1,
+        created_at=utcnow() - age, scheduled_at=utcnow() - age, finalized_at=utcnow() - age,
+    )
+    return job.id
+
+
+def test_cleaner_deletes_finished_rows_after_retention_only(database):
+    hour, day = datetime.timedelta(hours=1), datetime.timedelta(days=1)
+    old = [finished("completed", 25 * hour), finished("cancelled", 8 * day), finished("discarded", 8 * day)]
+    young = [finished("completed", 23 * hour), finished("cancelled", 6 * day), finished("discarded", 6 * day)]
+    running = Job.create(kind="t_record", queue="critical", state="running", args="{}", max_attempts=1,
+                         created_at=utcnow() - 30 * day, scheduled_at=utcnow() - 30 * day).id
+    leader = make_maintenance("worker-a")
+    leader.clean()
+    remaining = {job.id for job in Job.select()}
+    assert remaining == set(young) | {running}
+    assert not set(old) & remaining
+
+
+def test_cleaner_works_in_bounded_batches(database, monkeypatch):
+    monkeypatch.setattr(maintenance_module, "CLEAN_BATCH", 3)
+    monkeypatch.setattr(maintenance_module, "CLEAN_MAX_BATCHES", 2)
+    for _ in range(10):
+        finished("completed", datetime.timedelta(days=2))
+    make_maintenance("worker-a").clean()
+    assert Job.select().count() == 4  # 2 batches of 3 this run; the rest next run
+
+
+@pytest.mark.parametrize("seconds, minutes, expected", [(15, 0, 15), (30, 0, 30), (0, 15, 900)])
+def test_sub_minute_and_longer_intervals(seconds, minutes, expected):
+    assert every(seconds=seconds, minutes=minutes).seconds == expected

@@ -1,0 +1,87 @@
+"""SPEC 0.5: migrations are versioned, idempotent and agree with the models."""
+from peewee import Model, TextField
+
+import migrations
+from models.jobs import QUEUE_MODELS, Job
+
+TYPE_FAMILIES = {
+    "int": ("int", "serial"),
+    "text": ("text", "char"),
+    "blob": ("blob", "bytea"),
+    "timestamp": ("timestamp", "datetime"),
+}
+FIELD_FAMILIES = {"AUTO": "int", "BIGAUTO": "int", "INT": "int", "BIGINT": "int", "TEXT": "text",
+                  "BLOB": "blob", "DATETIME": "timestamp"}
+
+
+def family(db_type):
+    lowered = db_type.lower()
+    for name, markers in TYPE_FAMILIES.items():
+        if any(marker in lowered for marker in markers):
+            return name
+    return lowered
+
+
+def schema_mismatches(database, models):
+    """What differs between model definitions and the migrated tables."""
+    problems = []
+    for model in models:
+        table = model._meta.table_name
+        if not database.table_exists(table):
+            problems.append(f"{table}: table missing")
+            continue
+        columns = {c.name: c for c in database.get_columns(table)}
+        fields = {f.column_name: f for f in model._meta.sorted_fields}
+        for name in sorted(set(fields) - set(columns)):
+            problems.append(f"{table}.{name}: in the model, not in the migrations")
+        for name in sorted(set(columns) - set(fields)):
+            problems.append(f"{table}.{name}: in the migrations, not in the model")
+        for name in sorted(set(fields) & set(columns)):
+            field, column = fields[name], columns[name]
+            expected = FIELD_FAMILIES.get(field.field_type, field.field_type.lower())
+            if family(column.data_type) != expected:
+                problems.append(f"{table}.{name}: type {column.data_type} vs model {field.field_type}")
+            if column.null != field.null and not column.primary_key:
+                problems.append(f"{table}.{name}: nullable {column.null} vs model {field.null}")
+        primary = {c.name for c in columns.values() if c.primary_key}
+        model_primary = {f.column_name for f in model._meta.get_primary_keys()}
+        if primary != model_primary:
+            problems.append(f"{table}: primary key {sorted(primary)} vs model {sorted(model_primary)}")
+    return problems
+
+
+def test_migrate_applies_everything_once_and_is_idempotent(database):
+    assert migrations.pending(database) == []
+    assert migrations.apply(database) == []
+    names = [row.name for row in migrations.runner(database).History.select()]
+    assert names == sorted(names) and names[0].startswith("0001_")
+
+
+def test_models_and_migrations_agree(database):
+    assert schema_mismatches(database, QUEUE_MODELS) == []
+
+
+def test_a_model_that_drifted_from_the_migrations_is_reported(database):
+    class DriftedJob(Model):
+        note = TextField()
+
+        class Meta:
+            database = Job._meta.database
+            table_name = "jobs"
+
+    for name, field in Job._meta.fields.items():
+        if name != "id":
+            DriftedJob._meta.add_field(name, field.clone())
+    problems = schema_mismatches(database, [DriftedJob])
+    assert "jobs.note: in the model, not in the migrations" in problems
+
+
+def test_fresh_database_migrates_from_nothing(tmp_path):
+    from config.database import open_database
+    from config.settings import parse_database_url
+
+    database = open_database(parse_database_url(f"sqlite:///{tmp_path / 'fresh.sqlite3'}"))
+    assert migrations.pending(database) == ["0001_job_queue"]
+    assert migrations.apply(database) == ["0001_job_queue"]
+    assert migrations.apply(database) == []
+    database.close()
