@@ -42,6 +42,7 @@ TAKE_TIMEOUT_S = 1.0
 POLL_INTERVAL_POSTGRES_S = 1.0
 POLL_INTERVAL_SQLITE_S = 0.05
 INTERRUPTED_RETRY_DELAY_S = 10
+LOG_LEVELS = {COMPLETED: logging.DEBUG, RETRYABLE: logging.WARNING, DISCARDED: logging.WARNING}
 
 
 class JobSnooze(Exception):
@@ -234,36 +235,47 @@ class Completer(threading.Thread):
 
 
 class Producer(threading.Thread):
-    """Claims jobs of one queue for the worker threads that are waiting for one."""
+    """Claims jobs of one queue for its worker threads, as many as they have free slots.
 
-    def __init__(self, executor, queue):
+    Free slots are counted as River does: the queue's concurrency minus jobs
+    handed out and not yet finished, minus jobs claimed and not yet handed
+    out. A worker between two jobs is free, so one claim fills every slot
+    that opened while the previous claim was on the wire.
+    """
+
+    def __init__(self, executor, queue, concurrency):
         super().__init__(name=f"JobProducer-{queue}", daemon=True)
         self.executor = executor
         self.queue = queue
+        self.concurrency = concurrency
         self._lock = threading.Lock()
         self._has_work = threading.Condition(self._lock)
         self._has_demand = threading.Condition(self._lock)
         self._buffer = deque()
-        self._waiting = 0
+        self._active = 0
         self._stopping = False
         self._wake = threading.Event()
+
+    def _free_slots(self):
+        return self.concurrency - self._active - len(self._buffer)
 
     def take(self, timeout):
         deadline = time.monotonic() + timeout
         with self._lock:
-            self._waiting += 1
+            while not self._buffer:
+                remaining = deadline - time.monotonic()
+                if self._stopping or remaining <= 0:
+                    return None
+                self._has_work.wait(remaining)
+            job = self._buffer.popleft()
+            job.started = True
+            self._active += 1
+            return job
+
+    def finished(self):
+        with self._lock:
+            self._active -= 1
             self._has_demand.notify()
-            try:
-                while not self._buffer:
-                    remaining = deadline - time.monotonic()
-                    if self._stopping or remaining <= 0:
-                        return None
-                    self._has_work.wait(remaining)
-                job = self._buffer.popleft()
-                job.started = True
-                return job
-            finally:
-                self._waiting -= 1
 
     def stop(self):
         with self._lock:
@@ -283,11 +295,11 @@ class Producer(threading.Thread):
         try:
             while True:
                 with self._lock:
-                    while not self._stopping and self._waiting - len(self._buffer) <= 0:
+                    while not self._stopping and self._free_slots() <= 0:
                         self._has_demand.wait(1.0)
                     if self._stopping:
                         return
-                    want = min(CLAIM_BATCH, self._waiting - len(self._buffer))
+                    want = min(CLAIM_BATCH, self._free_slots())
                 self._wake.clear()
                 try:
                     rows = sql.claim(self.queue, want, self.executor.worker_id, utcnow())
@@ -407,11 +419,15 @@ class JobRunner:
 
     def _finish(self, job, task, outcome, seconds):
         metrics.observe_run(job.kind, outcome.label, seconds)
-        log = logger.warning if outcome.state in (RETRYABLE, DISCARDED) else logger.info
-        log(
-            f"job {outcome.label}",
-            extra={"job_id": job.id, "kind": job.kind, "attempt": job.attempt, "state": outcome.state},
-        )
+        # Failures are warnings; completions are debug lines: at thousands of
+        # jobs a second they would drown everything else.
+        level = LOG_LEVELS.get(outcome.state, logging.INFO)
+        if logger.isEnabledFor(level):
+            logger.log(
+                level,
+                f"job {outcome.label}",
+                extra={"job_id": job.id, "kind": job.kind, "attempt": job.attempt, "state": outcome.state},
+            )
         self.recorder.submit(job, outcome)
 
 
@@ -424,7 +440,9 @@ class Executor:
         self.stop_event = threading.Event()
         self.completer = Completer(self.stop_event)
         self.runner = JobRunner(huey, self.completer)
-        self.producers = {queue: Producer(self, queue) for queue, count in concurrency.items() if count > 0}
+        self.producers = {
+            queue: Producer(self, queue, count) for queue, count in concurrency.items() if count > 0
+        }
         self.listener = None
 
     def start(self):
@@ -440,6 +458,9 @@ class Executor:
 
     def take(self, queue, timeout=TAKE_TIMEOUT_S):
         return self.producers[queue].take(timeout)
+
+    def finished(self, queue):
+        self.producers[queue].finished()
 
     def stop_claiming(self):
         """No new claims; claimed jobs no worker started go back to the queue."""

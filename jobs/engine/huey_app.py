@@ -233,6 +233,8 @@ class QueueWorker(Worker):
             self.executor.runner.run_claimed(job)
         except Exception:
             self._logger.exception("unhandled error while running job %s", job.id)
+        finally:
+            self.executor.finished(self.queue)
         if self.max_tasks and self.task_count >= self.max_tasks:
             raise WorkerRecycle()
 
