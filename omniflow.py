@@ -8,6 +8,7 @@
 
 `huey` (the application's queue) is importable from here as `omniflow.huey`.
 """
+
 import argparse
 import logging
 import sys

@@ -5,6 +5,7 @@ gets WAL, a busy timeout and IMMEDIATE transactions, so a transaction that
 reads and then writes takes the write lock up front instead of failing with
 "database is locked" halfway through.
 """
+
 import os
 
 from peewee import PostgresqlDatabase, SqliteDatabase

@@ -3,6 +3,7 @@
 Job logs carry job_id, kind and attempt as fields (SPEC 11); every record
 passes through the redactor before it is written (SPEC 12.2).
 """
+
 import logging
 import sys
 

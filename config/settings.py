@@ -5,6 +5,7 @@ variables win over it. A bad value raises ConfigError naming the variable,
 and the entry point turns that into a one-line message and a non-zero exit.
 Secret values are never echoed back in those messages.
 """
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,10 +89,10 @@ def parse_database_url(value):
     if parts.scheme in ("postgres", "postgresql"):
         if not parts.path.strip("/"):
             raise ConfigError("DATABASE_URL", "a PostgreSQL URL must name a database")
-        return DatabaseTarget("postgres", dsn="postgresql" + value[len(parts.scheme):])
+        return DatabaseTarget("postgres", dsn="postgresql" + value[len(parts.scheme) :])
     if parts.scheme == "sqlite":
         # sqlite:///relative/or/absolute/path — three slashes, then the path.
-        path = value[len("sqlite:///"):] if value.startswith("sqlite:///") else ""
+        path = value[len("sqlite:///") :] if value.startswith("sqlite:///") else ""
         if not path:
             raise ConfigError("DATABASE_URL", "a SQLite URL looks like sqlite:///path/to/file.db")
         return DatabaseTarget("sqlite", path=path)

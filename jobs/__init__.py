@@ -5,6 +5,7 @@
 Anything that needs work done later inserts a job with `insert(...)`,
 inside its own `with db.atomic():` when the job belongs to a state change.
 """
+
 from jobs.engine.client import InsertResult, JobInsert, JobView
 from jobs.engine.executor import JobCancel, JobSnooze, current_job
 from jobs.engine.huey_app import INTERVAL, OmniflowHuey, every

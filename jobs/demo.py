@@ -3,6 +3,7 @@ through their states on a SQLite file before any real job kind exists.
 
 Imported only by `python omniflow.py demo`, never by the production worker.
 """
+
 import logging
 import time
 
@@ -14,7 +15,9 @@ DEMO_ORDERS = 20
 _snoozed_once = set()
 
 
-@huey.job("demo_fulfill", queue="critical", max_attempts=12, unique_states=UNIQUE_THROUGH_COMPLETED, backoff=lambda attempt: 2)
+@huey.job(
+    "demo_fulfill", queue="critical", max_attempts=12, unique_states=UNIQUE_THROUGH_COMPLETED, backoff=lambda attempt: 2
+)
 def demo_fulfill(orderId):
     job = current_job()
     time.sleep(0.2)

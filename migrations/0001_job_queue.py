@@ -6,6 +6,7 @@ generic schema tool would blur: partial indexes for the fetch path and the
 unique key, a CHECK that ties final states to `finalized_at`, AUTOINCREMENT
 on SQLite so a cleaned-up job id is never handed out again.
 """
+
 from peewee import PostgresqlDatabase
 
 STATES = "'available','scheduled','running','retryable','completed','discarded','cancelled','pending'"

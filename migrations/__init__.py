@@ -4,6 +4,7 @@ Each numbered file (`0001_*.py`) defines `up(migrator, db)`; applying is
 idempotent: a file runs once, in order, inside a transaction, and its name is
 written to the history table in that same transaction.
 """
+
 from pathlib import Path
 
 from playhouse.migrations import Runner

@@ -4,6 +4,7 @@
 database it points at; an insert inside `with db.atomic():` therefore shares
 the caller's transaction whatever the backend.
 """
+
 import datetime
 
 from peewee import DatabaseProxy, Model

@@ -4,6 +4,7 @@ The engine's hot path (claim, complete, rescue, elect) is hand-written SQL in
 jobs/engine/sql_*.py; these models serve listings, the CLI and tests, and a
 test keeps them and the migrations in agreement.
 """
+
 import json
 
 from peewee import (

@@ -6,6 +6,7 @@ a Remnawave subscription link is a URL whose path is the secret), UUIDs (squad
 and user ids) and anything that looks like a provider body (a JSON object or
 array). What is left says what went wrong without saying to whom or with what.
 """
+
 import re
 import threading
 

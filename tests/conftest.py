@@ -1,9 +1,12 @@
 """Every integration test runs twice: on a SQLite file and on PostgreSQL."""
+
 import pytest
 
 from models.base import db
-from tests.support import backends
-from tests.support import kinds  # noqa: F401  (declares the test job kinds on jobs.huey)
+from tests.support import (
+    backends,
+    kinds,  # noqa: F401  (declares the test job kinds on jobs.huey)
+)
 
 
 @pytest.fixture(scope="session")

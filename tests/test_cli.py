@@ -1,4 +1,5 @@
 """The CLI an operator uses on a worker: migrate, jobs list|retry|cancel."""
+
 import os
 import subprocess
 import sys
@@ -15,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def cli(database_url, *args):
     env = dict(os.environ, DATABASE_URL=database_url)
-    return subprocess.run([sys.executable, "omniflow.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "omniflow.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_migrate_twice_reports_up_to_date(database, database_url):

@@ -1,4 +1,5 @@
 """SPEC 0.5: migrations are versioned, idempotent and agree with the models."""
+
 from peewee import Model, TextField
 
 import migrations
@@ -10,8 +11,15 @@ TYPE_FAMILIES = {
     "blob": ("blob", "bytea"),
     "timestamp": ("timestamp", "datetime"),
 }
-FIELD_FAMILIES = {"AUTO": "int", "BIGAUTO": "int", "INT": "int", "BIGINT": "int", "TEXT": "text",
-                  "BLOB": "blob", "DATETIME": "timestamp"}
+FIELD_FAMILIES = {
+    "AUTO": "int",
+    "BIGAUTO": "int",
+    "INT": "int",
+    "BIGINT": "int",
+    "TEXT": "text",
+    "BLOB": "blob",
+    "DATETIME": "timestamp",
+}
 
 
 def family(db_type):

@@ -5,6 +5,7 @@
 own writes (SPEC 1.2). A duplicate of a unique job is not inserted; the
 caller gets the existing job's id and `skipped_as_duplicate=True` (SPEC 1.4).
 """
+
 import datetime
 import json
 from dataclasses import dataclass
@@ -163,7 +164,9 @@ class JobClient:
                     first = results[first_with_key[row[7]]]
                     results[index] = InsertResult(first.job_id, True)
 
-            due_queues = {row[1] for row, result in zip(rows, results) if row[2] == AVAILABLE and not result.skipped_as_duplicate}
+            due_queues = {
+                row[1] for row, result in zip(rows, results) if row[2] == AVAILABLE and not result.skipped_as_duplicate
+            }
             if due_queues:
                 sql.notify(due_queues)
                 db.after_commit(lambda: [notifier.wake(queue) for queue in due_queues])
@@ -257,4 +260,3 @@ class JobClient:
 
         query = Job.select(Job.queue, Job.state, fn.COUNT(Job.id).alias("n")).group_by(Job.queue, Job.state)
         return {(row.queue, row.state): row.n for row in query}
-

@@ -13,6 +13,7 @@
   leaves the job `running`; rescue makes it run again (jobs are idempotent),
   it is never lost.
 """
+
 import datetime
 import json
 import logging
@@ -92,7 +93,19 @@ class ClaimedJob:
     @classmethod
     def from_row(cls, row, worker_id, sql):
         job_id, kind, queue, args, payload, attempt, max_attempts, priority, errors, unique_states = row
-        return cls(job_id, kind, queue, args, sql.blob(payload), attempt, max_attempts, priority, errors, unique_states, worker_id)
+        return cls(
+            job_id,
+            kind,
+            queue,
+            args,
+            sql.blob(payload),
+            attempt,
+            max_attempts,
+            priority,
+            errors,
+            unique_states,
+            worker_id,
+        )
 
     @property
     def args_dict(self):
@@ -440,9 +453,7 @@ class Executor:
         self.stop_event = threading.Event()
         self.completer = Completer(self.stop_event)
         self.runner = JobRunner(huey, self.completer)
-        self.producers = {
-            queue: Producer(self, queue, count) for queue, count in concurrency.items() if count > 0
-        }
+        self.producers = {queue: Producer(self, queue, count) for queue, count in concurrency.items() if count > 0}
         self.listener = None
 
     def start(self):

@@ -12,6 +12,7 @@
   graceful shutdown on SIGTERM as well as SIGINT.
 - Plain `@huey.task()` functions keep Huey's own semantics (see storage.py).
 """
+
 import logging
 import os
 import signal
@@ -115,7 +116,9 @@ class OmniflowHuey(Huey):
         def decorator(fn):
             wrapper = self.task(name=kind)(fn)
             self.kinds.register(
-                KindSpec(kind, queue, max_attempts, frozenset(unique_states), timeout, priority, backoff, wrapper.task_class)
+                KindSpec(
+                    kind, queue, max_attempts, frozenset(unique_states), timeout, priority, backoff, wrapper.task_class
+                )
             )
             return wrapper
 
@@ -214,7 +217,9 @@ class OmniflowHuey(Huey):
 class QueueWorker(Worker):
     """A Huey worker thread bound to one queue; it takes claimed jobs from that queue's producer."""
 
-    def __init__(self, huey, stop_flag, default_delay, max_delay, backoff, max_tasks=None, queue=DEFAULT_QUEUE, executor=None):
+    def __init__(
+        self, huey, stop_flag, default_delay, max_delay, backoff, max_tasks=None, queue=DEFAULT_QUEUE, executor=None
+    ):
         super().__init__(huey, stop_flag, default_delay, max_delay, backoff, max_tasks)
         self.queue = queue
         self.executor = executor
@@ -261,9 +266,7 @@ class OmniflowConsumer(Consumer):
         self._queue_plan = [queue for queue, count in self.concurrency.items() for _ in range(count)]
         self.executor = Executor(huey, self.concurrency, new_worker_id())
         self.maintenance = Maintenance(huey, self.executor, self._register)
-        options.update(
-            workers=len(self._queue_plan), periodic=False, scheduler_interval=1, worker_type="thread"
-        )
+        options.update(workers=len(self._queue_plan), periodic=False, scheduler_interval=1, worker_type="thread")
         super().__init__(huey, shutdown_timeout=shutdown_timeout, **options)
         # Both SIGTERM (what a platform sends) and SIGINT finish running jobs
         # or hand them back; a second signal cuts the wait short.

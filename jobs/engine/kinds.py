@@ -6,6 +6,7 @@ is in the kind's set. Every set contains all non-final states, so moving
 between non-final states never gains or loses the key; only finishing can
 release it, and only a retry of a finished job can need it back.
 """
+
 import hashlib
 import json
 import random
@@ -25,7 +26,7 @@ UNIQUE_THROUGH_COMPLETED = NON_FINAL_STATES | {COMPLETED}
 
 def river_backoff(attempt):
     """River's default: attempt⁴ seconds with ±10 % jitter (1 s, 16 s, 81 s, 256 s …)."""
-    base = float(attempt ** 4)
+    base = float(attempt**4)
     return max(1.0, base + base * random.uniform(-0.1, 0.1))
 
 

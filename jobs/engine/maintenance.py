@@ -12,6 +12,7 @@ and a dead leader is replaced within LEADER_TTL_S + ELECT_INTERVAL_S (20 s).
 A live worker keeps heartbeating however long its jobs run, so they are
 never rescued under it.
 """
+
 import datetime
 import json
 import logging
@@ -156,7 +157,9 @@ class Maintenance:
                 self.sql.record_periodic_run(name, run_at)
             self._last_runs[name] = run_at
             logger.info(
-                "periodic task skipped: previous run still active" if result.skipped_as_duplicate else "periodic task enqueued",
+                "periodic task skipped: previous run still active"
+                if result.skipped_as_duplicate
+                else "periodic task enqueued",
                 extra={"task": name, "job_id": result.job_id},
             )
 
@@ -164,7 +167,9 @@ class Maintenance:
         now = utcnow()
         self.sql.forget_dead_workers(now - datetime.timedelta(seconds=WORKER_STALE_AFTER_S))
         for job_id, dead_worker, attempt, max_attempts, errors in self.sql.orphaned_jobs(RESCUE_BATCH):
-            errors = append_error(json.loads(errors), error_entry(attempt, "the worker running this job stopped (rescued)"))
+            errors = append_error(
+                json.loads(errors), error_entry(attempt, "the worker running this job stopped (rescued)")
+            )
             exhausted = attempt >= max_attempts
             state = DISCARDED if exhausted else RETRYABLE
             if self.sql.rescue(job_id, dead_worker, state, now, now if exhausted else None, errors):

@@ -3,6 +3,7 @@
 `outcome` is the state the run left the job in: completed, retryable,
 discarded, cancelled or snoozed. The web process exposes these over HTTP.
 """
+
 from prometheus_client import Counter, Histogram
 
 JOBS_TOTAL = Counter(

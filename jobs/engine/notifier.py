@@ -6,6 +6,7 @@ processes, PostgreSQL carries `pg_notify('omniflow_jobs', <queue>)` from the
 inserting transaction to a LISTEN connection in every worker; SQLite has no
 such channel, so SQLite producers poll with a short interval instead.
 """
+
 import logging
 import select
 import threading
@@ -67,7 +68,9 @@ class PostgresListener(threading.Thread):
                         wake(connection.notifies.pop(0).payload)
             except Exception as exc:
                 # Producers keep polling while the channel is down; say so once per outage.
-                logger.warning("job notification channel lost; polling until it is back", extra={"error": type(exc).__name__})
+                logger.warning(
+                    "job notification channel lost; polling until it is back", extra={"error": type(exc).__name__}
+                )
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
             finally:

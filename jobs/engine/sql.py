@@ -10,14 +10,14 @@ Every write that records a worker's outcome is guarded by
 `state = 'running' AND attempted_by = <the worker that claimed it>`: a run
 whose job was rescued, cancelled or handed back meanwhile changes nothing.
 """
+
 import json
 
 from jobs.engine.states import CANCELLED, CLAIMABLE_STATES, COMPLETED, FINAL_STATES, SCHEDULED, STATE_BITS
 
 CLAIM_COLUMNS = "id, kind, queue, args, payload, attempt, max_attempts, priority, errors, unique_states"
 INSERT_COLUMNS = (
-    "kind, queue, state, args, payload, max_attempts, priority, unique_key, unique_states, "
-    "created_at, scheduled_at"
+    "kind, queue, state, args, payload, max_attempts, priority, unique_key, unique_states, created_at, scheduled_at"
 )
 _CLAIMABLE = ", ".join(f"'{s}'" for s in CLAIMABLE_STATES)
 _FINAL = ", ".join(f"'{s}'" for s in sorted(FINAL_STATES))
@@ -76,9 +76,7 @@ class QueueSQL:
         return list(cursor.fetchall())
 
     def ids_by_unique_key(self, keys):
-        cursor = self.execute(
-            f"SELECT unique_key, id FROM jobs WHERE unique_key IN ({_marks(len(keys))})", list(keys)
-        )
+        cursor = self.execute(f"SELECT unique_key, id FROM jobs WHERE unique_key IN ({_marks(len(keys))})", list(keys))
         return dict(cursor.fetchall())
 
     def notify(self, queues):
@@ -106,8 +104,7 @@ class QueueSQL:
 
     def has_due(self, queue, now):
         cursor = self.execute(
-            f"SELECT 1 FROM jobs WHERE queue = %s AND state IN ({_CLAIMABLE}) "
-            "AND scheduled_at <= %s LIMIT 1",
+            f"SELECT 1 FROM jobs WHERE queue = %s AND state IN ({_CLAIMABLE}) AND scheduled_at <= %s LIMIT 1",
             [queue, now],
         )
         return cursor.fetchone() is not None
@@ -441,7 +438,6 @@ class _NoTransaction:
 
     def __exit__(self, *exc):
         return False
-
 
 
 def for_database(database):

@@ -8,6 +8,7 @@ its result store, locks (`put_if_empty`, with TTL) and counters. The
 semantics are Huey's — `dequeue` removes the message — and Huey's own
 storage test suite runs against this class.
 """
+
 import datetime
 
 from huey.constants import EmptyData
@@ -51,7 +52,19 @@ class JobStorage(BaseStorage):
 
     def _insert_raw(self, data, priority, state, scheduled_at):
         now = utcnow()
-        row = (RAW_HUEY_KIND, DEFAULT_QUEUE, state, "{}", data, RAW_MAX_ATTEMPTS, int(priority or 0), None, 0, now, scheduled_at or now)
+        row = (
+            RAW_HUEY_KIND,
+            DEFAULT_QUEUE,
+            state,
+            "{}",
+            data,
+            RAW_MAX_ATTEMPTS,
+            int(priority or 0),
+            None,
+            0,
+            now,
+            scheduled_at or now,
+        )
         with db.atomic():
             self.sql.insert_rows([row])
 

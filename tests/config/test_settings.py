@@ -1,5 +1,6 @@
 """SPEC 10: settings come from the environment; a bad value stops the process
 with a message naming the variable, and never echoes a secret."""
+
 import os
 import subprocess
 import sys
@@ -15,9 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_defaults_are_the_spec_defaults_and_sqlite_in_development():
     settings = load_settings({})
     assert settings.database.dialect == "sqlite"
-    assert (settings.retention_interval_hours, settings.retention_outbox_days, settings.retention_telemetry_days,
-            settings.retention_drift_days, settings.backup_interval_hours, settings.maintenance_probe_seconds,
-            settings.telegram_delivery_rate) == (1, 7, 30, 90, 24, 30, 25)
+    assert (
+        settings.retention_interval_hours,
+        settings.retention_outbox_days,
+        settings.retention_telemetry_days,
+        settings.retention_drift_days,
+        settings.backup_interval_hours,
+        settings.maintenance_probe_seconds,
+        settings.telegram_delivery_rate,
+    ) == (1, 7, 30, 90, 24, 30, 25)
 
 
 def test_postgres_url_is_accepted_in_both_spellings():
@@ -65,7 +72,9 @@ def test_dotenv_file_is_read_and_the_environment_wins(tmp_path, monkeypatch):
 
 def test_process_with_a_bad_value_exits_with_a_message_naming_it(tmp_path):
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'x.sqlite3'}", APP_RETENTION_OUTBOX_DAYS="seven")
-    result = subprocess.run([sys.executable, "omniflow.py", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "omniflow.py", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert result.returncode == 2
     assert "APP_RETENTION_OUTBOX_DAYS" in result.stderr
     assert "Traceback" not in result.stderr

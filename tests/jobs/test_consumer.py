@@ -1,12 +1,12 @@
 """The consumer in this process: cooperative cancellation of runs that
 outlive their timeout or are cancelled by an operator, and the job metrics."""
+
 import signal
 
 import pytest
-
-from jobs import client, huey, insert
 from prometheus_client import REGISTRY
 
+from jobs import client, huey, insert
 from models.base import db
 from models.jobs import Job
 from tests.support.direct import run_next
@@ -60,8 +60,12 @@ def sample(name, **labels):
 
 
 def test_job_metrics_count_outcomes_by_kind_and_time_runs(database):
-    cases = [("t_record", {"n": 1}, "completed"), ("t_fail", {}, "retryable"), ("t_snooze", {}, "snoozed"),
-             ("t_cancel", {}, "cancelled")]
+    cases = [
+        ("t_record", {"n": 1}, "completed"),
+        ("t_fail", {}, "retryable"),
+        ("t_snooze", {}, "snoozed"),
+        ("t_cancel", {}, "cancelled"),
+    ]
     before = {kind: sample("omniflow_jobs_total", kind=kind, outcome=outcome) for kind, _, outcome in cases}
     timed_before = sample("omniflow_job_duration_seconds_count", kind="t_record")
     for kind, args, _ in cases:

@@ -6,6 +6,7 @@ storage (dequeue removes, the schedule is read and re-enqueued by Huey's
 scheduler), and the suite's consumer test runs tasks, a chord, results and
 revocation through Huey's stock Consumer over our storage.
 """
+
 import os
 
 os.environ.setdefault("HUEY_SLOW_TESTS", "1")

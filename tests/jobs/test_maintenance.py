@@ -1,6 +1,7 @@
 """SPEC 1.8, 5.1 and the leader: election with a lease, periodic passes enqueued
 by the leader only (once at start, then per interval, unique while active, one
 attempt), and the cleaner deleting finished rows after retention in batches."""
+
 import datetime
 import logging
 from types import SimpleNamespace
@@ -9,7 +10,7 @@ import pytest
 
 from jobs import OmniflowHuey, every
 from jobs.engine import maintenance as maintenance_module
-from jobs.engine.maintenance import LEADER_NAME, Maintenance
+from jobs.engine.maintenance import Maintenance
 from models.base import utcnow
 from models.jobs import Job, JobLeader
 
@@ -111,8 +112,14 @@ def test_failed_pass_is_logged_with_its_name_and_left_discarded(database, caplog
 
 def finished(state, age):
     job = Job.create(
-        kind="t_record", queue="critical", state=state, args="{}", max_attempts=1,
-        created_at=utcnow() - age, scheduled_at=utcnow() - age, finalized_at=utcnow() - age,
+        kind="t_record",
+        queue="critical",
+        state=state,
+        args="{}",
+        max_attempts=1,
+        created_at=utcnow() - age,
+        scheduled_at=utcnow() - age,
+        finalized_at=utcnow() - age,
     )
     return job.id
 
@@ -121,8 +128,15 @@ def test_cleaner_deletes_finished_rows_after_retention_only(database):
     hour, day = datetime.timedelta(hours=1), datetime.timedelta(days=1)
     old = [finished("completed", 25 * hour), finished("cancelled", 8 * day), finished("discarded", 8 * day)]
     young = [finished("completed", 23 * hour), finished("cancelled", 6 * day), finished("discarded", 6 * day)]
-    running = Job.create(kind="t_record", queue="critical", state="running", args="{}", max_attempts=1,
-                         created_at=utcnow() - 30 * day, scheduled_at=utcnow() - 30 * day).id
+    running = Job.create(
+        kind="t_record",
+        queue="critical",
+        state="running",
+        args="{}",
+        max_attempts=1,
+        created_at=utcnow() - 30 * day,
+        scheduled_at=utcnow() - 30 * day,
+    ).id
     leader = make_maintenance("worker-a")
     leader.clean()
     remaining = {job.id for job in Job.select()}

@@ -1,5 +1,6 @@
 """River's rules for changing a job by id: cancel any non-final job, retry any
 job that is not running; anything else is rejected (an API answers 422)."""
+
 import pytest
 
 from jobs import JobMutationRejected, JobNotFound, client, insert

@@ -1,6 +1,7 @@
 """SPEC 5.1 with three real worker processes: a 15 s pass runs once when the
 leader starts, then once per interval across all workers, and keeps running
 after the leader is killed (a new leader takes over within 30 s)."""
+
 import signal
 import time
 
@@ -37,8 +38,11 @@ def test_fifteen_second_pass_runs_once_per_interval_across_three_workers_and_sur
     killed_at = time.time()
 
     wait_for(
-        lambda: JobLeader.get_or_none() and int(JobLeader.get().leader_id.split(":")[1]) != leader_pid
-        and JobLeader.get().expires_at is not None,
+        lambda: (
+            JobLeader.get_or_none()
+            and int(JobLeader.get().leader_id.split(":")[1]) != leader_pid
+            and JobLeader.get().expires_at is not None
+        ),
         timeout=35,
         interval=0.5,
         message="a new leader",

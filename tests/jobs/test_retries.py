@@ -1,5 +1,6 @@
 """SPEC 1.6: retry with growing backoff until max attempts, then discarded;
 snooze without spending an attempt; self-cancel; errors stored redacted."""
+
 import datetime
 
 from jobs import client, insert

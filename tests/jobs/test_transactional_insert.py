@@ -1,4 +1,5 @@
 """SPEC 1.2: a job is inserted in the transaction of the state change that needs it."""
+
 import pytest
 
 from jobs import JobInsert, insert, insert_many
@@ -10,7 +11,9 @@ def settle(order_status, fail=False):
     """A settlement-style write: the order row changes and its job is inserted, together."""
     with db.atomic():
         cursor = db.execute_sql(f"INSERT INTO test_orders (status) VALUES ({db.obj.param})", [order_status])
-        order_id = cursor.lastrowid if cursor.lastrowid else db.execute_sql("SELECT MAX(id) FROM test_orders").fetchone()[0]
+        order_id = (
+            cursor.lastrowid if cursor.lastrowid else db.execute_sql("SELECT MAX(id) FROM test_orders").fetchone()[0]
+        )
         result = insert("t_unique", {"operationId": order_id})
         if fail:
             raise RuntimeError("settlement failed after the job insert")

@@ -1,5 +1,6 @@
 """SPEC 1.4: a duplicate insert collapses into the existing job in the kind's
 unique states, and is a new job once the existing one left them."""
+
 import subprocess
 import sys
 import threading
@@ -20,9 +21,9 @@ def put_in_state(job_id, state):
     keep = state in spec.unique_states
     from models.base import utcnow
 
-    Job.update(
-        state=state, finalized_at=utcnow() if finalized else None, unique_key=key if keep else None
-    ).where(Job.id == job_id).execute()
+    Job.update(state=state, finalized_at=utcnow() if finalized else None, unique_key=key if keep else None).where(
+        Job.id == job_id
+    ).execute()
 
 
 @pytest.mark.parametrize("state", THROUGH_COMPLETED_HOLD)
@@ -81,7 +82,11 @@ def test_kinds_without_uniqueness_never_collapse(database):
 
 def test_duplicates_inside_one_multi_row_insert_collapse(database):
     results = insert_many(
-        [JobInsert("t_unique", {"operationId": 5}), JobInsert("t_unique", {"operationId": 6}), JobInsert("t_unique", {"operationId": 5})]
+        [
+            JobInsert("t_unique", {"operationId": 5}),
+            JobInsert("t_unique", {"operationId": 6}),
+            JobInsert("t_unique", {"operationId": 5}),
+        ]
     )
     assert [r.skipped_as_duplicate for r in results] == [False, False, True]
     assert results[0].job_id == results[2].job_id

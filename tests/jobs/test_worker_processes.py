@@ -1,6 +1,7 @@
 """SPEC 1.7, 1.9 with real worker processes: jobs shared by several workers run
 exactly once, a killed worker's job is rescued, a live worker's long job is
 not, and SIGTERM/SIGINT finish or hand back running jobs."""
+
 import signal
 import time
 

@@ -1,4 +1,5 @@
 """SPEC 12.2: secrets, links, ids and provider bodies never survive the redactor."""
+
 from security.redactor import redact, register_secret
 
 

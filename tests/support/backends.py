@@ -4,6 +4,7 @@ The PostgreSQL server comes from OMNIFLOW_TEST_PG_URL (a URL of any database
 on the server; default: the local server). A test database is created for the
 session, migrated once, truncated before each test, and dropped at the end.
 """
+
 import os
 import uuid
 from urllib.parse import urlsplit, urlunsplit
@@ -32,8 +33,14 @@ TEST_TABLES_SQL = [
     )""",
 ]
 TRUNCATE_TABLES = (
-    "jobs", "job_workers", "job_leader", "job_periodic", "huey_kv", "huey_counters",
-    "test_executions", "test_orders",
+    "jobs",
+    "job_workers",
+    "job_leader",
+    "job_periodic",
+    "huey_kv",
+    "huey_counters",
+    "test_executions",
+    "test_orders",
 )
 
 

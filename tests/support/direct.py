@@ -1,5 +1,6 @@
 """Run queued jobs in the test process, one at a time, through Huey's own
 dequeue/execute path (the same runner the worker threads use)."""
+
 import datetime
 
 from jobs import huey
@@ -40,6 +41,4 @@ def execution_count(job_id=None):
 
     if job_id is None:
         return db.execute_sql("SELECT COUNT(*) FROM test_executions").fetchone()[0]
-    return db.execute_sql(
-        "SELECT COUNT(*) FROM test_executions WHERE job_id = " + db.obj.param, [job_id]
-    ).fetchone()[0]
+    return db.execute_sql("SELECT COUNT(*) FROM test_executions WHERE job_id = " + db.obj.param, [job_id]).fetchone()[0]

@@ -3,6 +3,7 @@
 Each run writes a row to test_executions (job id, attempt, pid, start and
 end time), so a test can count how often and where a job really ran.
 """
+
 import os
 import time
 

@@ -1,4 +1,5 @@
 """A 15-second periodic pass for the leader and periodic-scheduling tests."""
+
 from jobs import every, huey
 from tests.support.kinds import record_start
 

@@ -1,4 +1,5 @@
 """Start, signal and watch real worker processes."""
+
 import os
 import signal
 import subprocess
@@ -31,9 +32,7 @@ class WorkerProcesses:
         return process
 
     def logs(self):
-        return "\n".join(
-            f"--- {p.log_path} ---\n" + Path(p.log_path).read_text()[-4000:] for p in self.processes
-        )
+        return "\n".join(f"--- {p.log_path} ---\n" + Path(p.log_path).read_text()[-4000:] for p in self.processes)
 
     def stop_all(self):
         for process in self.processes:

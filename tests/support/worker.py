@@ -4,6 +4,7 @@ It goes through omniflow.py's own bootstrap and worker loop (DATABASE_URL
 from the environment); the only difference from production is that the test
 job kinds (and, with --periodic, the 15-second test pass) are declared.
 """
+
 import argparse
 
 import omniflow
