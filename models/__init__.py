@@ -1,5 +1,23 @@
 """Peewee models, one module per area; `db` is the one database object."""
-
 from models.base import BaseModel, db, utcnow
+from models.commerce import Customer, Order, Plan, Subscription
+from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
+from models.jobs import QUEUE_MODELS
+from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxEvent
 
-__all__ = ["BaseModel", "db", "utcnow"]
+ALL_MODELS = QUEUE_MODELS + [
+    Customer,
+    Plan,
+    Subscription,
+    Order,
+    Entitlement,
+    FulfillmentOperation,
+    FulfillmentHistory,
+    EntitlementDrift,
+    OperatorNotice,
+    AuditEvent,
+    OutboxEvent,
+    MaintenanceState,
+]
+
+__all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

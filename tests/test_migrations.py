@@ -3,13 +3,15 @@
 from peewee import Model, TextField
 
 import migrations
-from models.jobs import QUEUE_MODELS, Job
+from models import ALL_MODELS
+from models.jobs import Job
 
 TYPE_FAMILIES = {
     "int": ("int", "serial"),
     "text": ("text", "char"),
     "blob": ("blob", "bytea"),
     "timestamp": ("timestamp", "datetime"),
+    "bool": ("bool",),
 }
 FIELD_FAMILIES = {
     "AUTO": "int",
@@ -66,7 +68,7 @@ def test_migrate_applies_everything_once_and_is_idempotent(database):
 
 
 def test_models_and_migrations_agree(database):
-    assert schema_mismatches(database, QUEUE_MODELS) == []
+    assert schema_mismatches(database, ALL_MODELS) == []
 
 
 def test_a_model_that_drifted_from_the_migrations_is_reported(database):
@@ -89,7 +91,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
     from config.settings import parse_database_url
 
     database = open_database(parse_database_url(f"sqlite:///{tmp_path / 'fresh.sqlite3'}"))
-    assert migrations.pending(database) == ["0001_job_queue"]
-    assert migrations.apply(database) == ["0001_job_queue"]
+    assert migrations.pending(database) == ["0001_job_queue", "0002_commerce_fulfillment"]
+    assert migrations.apply(database) == ["0001_job_queue", "0002_commerce_fulfillment"]
     assert migrations.apply(database) == []
     database.close()

@@ -32,16 +32,7 @@ TEST_TABLES_SQL = [
         status TEXT NOT NULL
     )""",
 ]
-TRUNCATE_TABLES = (
-    "jobs",
-    "job_workers",
-    "job_leader",
-    "job_periodic",
-    "huey_kv",
-    "huey_counters",
-    "test_executions",
-    "test_orders",
-)
+KEEP_TABLES = ("schema_migrations", "maintenance_state")
 
 
 def _with_database(url, name):
@@ -98,4 +89,7 @@ def prepare(url, postgres):
 
 
 def truncate(database):
-    database.execute_sql(f"TRUNCATE {', '.join(TRUNCATE_TABLES)} RESTART IDENTITY")
+    """Empty every table but the migration history; maintenance mode off."""
+    tables = [table for table in database.get_tables() if table not in KEEP_TABLES]
+    database.execute_sql(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+    database.execute_sql("UPDATE maintenance_state SET active = FALSE, since = NULL, reason = NULL, set_by = NULL")
