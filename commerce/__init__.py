@@ -1,0 +1,1 @@
+"""Commerce services: settling and refunding orders."""

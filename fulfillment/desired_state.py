@@ -1,0 +1,140 @@
+"""The desired state of an entitlement on the panel (SPEC 2.24) and the
+narrow summaries that history rows keep of it (SPEC 2.20).
+
+JSON shape: {"endsAt", "trafficAllowanceBytes" (null = unlimited),
+"deviceLimit" (null = unlimited), "squadIds", optional "effectiveAt",
+optional "resetTraffic"}. The panel is sent expireAt = endsAt + the plan's
+grace period.
+"""
+import datetime
+import json
+from dataclasses import dataclass, field
+
+
+class InvalidDesiredState(ValueError):
+    """The stored desired state cannot be understood; retrying cannot help."""
+
+
+def _iso(value):
+    return value.isoformat(timespec="seconds") + "Z"
+
+
+def _second(value):
+    return value.replace(microsecond=0) if value is not None else None
+
+
+def _parse_time(value, name):
+    if not isinstance(value, str):
+        raise InvalidDesiredState(f"{name} must be an ISO-8601 time")
+    try:
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidDesiredState(f"{name} is not an ISO-8601 time") from None
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return parsed
+
+
+def _limit(value, name):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidDesiredState(f"{name} must be null or a non-negative integer")
+    return value
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    ends_at: datetime.datetime
+    traffic_allowance_bytes: int = None
+    device_limit: int = None
+    squad_ids: tuple = field(default_factory=tuple)
+    effective_at: datetime.datetime = None
+    reset_traffic: bool = False
+
+    @classmethod
+    def from_entitlement(cls, entitlement, reset_traffic=False, ends_at=None):
+        return cls(
+            ends_at=ends_at or entitlement.ends_at,
+            traffic_allowance_bytes=entitlement.traffic_allowance_bytes,
+            device_limit=entitlement.device_limit,
+            squad_ids=tuple(entitlement.squads),
+            reset_traffic=reset_traffic,
+        )
+
+    def to_json(self):
+        data = {
+            "endsAt": _iso(self.ends_at),
+            "trafficAllowanceBytes": self.traffic_allowance_bytes,
+            "deviceLimit": self.device_limit,
+            "squadIds": list(self.squad_ids),
+        }
+        if self.effective_at is not None:
+            data["effectiveAt"] = _iso(self.effective_at)
+        if self.reset_traffic:
+            data["resetTraffic"] = True
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def parse(cls, text):
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError):
+            raise InvalidDesiredState("desired state is not JSON") from None
+        if not isinstance(data, dict):
+            raise InvalidDesiredState("desired state is not an object")
+        squads = data.get("squadIds", [])
+        if not isinstance(squads, list) or not all(isinstance(s, str) for s in squads):
+            raise InvalidDesiredState("squadIds must be a list of ids")
+        reset = data.get("resetTraffic", False)
+        if not isinstance(reset, bool):
+            raise InvalidDesiredState("resetTraffic must be a boolean")
+        return cls(
+            ends_at=_parse_time(data.get("endsAt"), "endsAt"),
+            traffic_allowance_bytes=_limit(data.get("trafficAllowanceBytes"), "trafficAllowanceBytes"),
+            device_limit=_limit(data.get("deviceLimit"), "deviceLimit"),
+            squad_ids=tuple(squads),
+            effective_at=_parse_time(data["effectiveAt"], "effectiveAt") if data.get("effectiveAt") else None,
+            reset_traffic=reset,
+        )
+
+    def same_parameters(self, other):
+        """What an idempotency key promises: same period, limits and squad set."""
+        return (
+            _second(self.effective_at) == _second(other.effective_at)
+            and _second(self.ends_at) == _second(other.ends_at)
+            and self.traffic_allowance_bytes == other.traffic_allowance_bytes
+            and self.device_limit == other.device_limit
+            and set(self.squad_ids) == set(other.squad_ids)
+        )
+
+    def remote_expire_at(self, grace_period_hours):
+        return self.ends_at + datetime.timedelta(hours=grace_period_hours)
+
+    @property
+    def traffic_limit_bytes(self):
+        """What the panel is sent: 0 means unlimited there."""
+        return self.traffic_allowance_bytes or 0
+
+    def request_summary(self, grace_period_hours):
+        """What a history row may keep of a request: never squad ids or links."""
+        return {
+            "endsAt": _iso(self.ends_at),
+            "remoteExpireAt": _iso(self.remote_expire_at(grace_period_hours)),
+            "trafficLimitConfigured": self.traffic_allowance_bytes is not None,
+            "deviceLimitConfigured": self.device_limit is not None,
+            "squadCount": len(self.squad_ids),
+        }
+
+
+def observed_summary(remote):
+    """Observed state (SPEC 2.24) of a panel user: status, expiry, limits. No link, no squads."""
+    expire_at = remote.expire_at
+    if expire_at.tzinfo is not None:
+        expire_at = expire_at.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return {
+        "status": remote.status,
+        "expireAt": _iso(expire_at),
+        "trafficLimitBytes": remote.traffic_limit_bytes,
+        "deviceLimit": remote.hwid_device_limit,
+    }

@@ -1,0 +1,105 @@
+"""Enqueueing a fulfillment operation and its job, in the caller's transaction (SPEC 2.4, 2.8).
+
+Every path that wants the panel changed comes through `enqueue_operation`:
+settlement, operator changes, pause/resume, reconcile. It refuses what can
+never succeed before anything is queued (an operation outside the eight,
+negative limits, an `extend` that would shorten the period), and makes the
+idempotency key a promise: the same key with the same parameters returns
+the existing operation, the same key with different parameters is refused.
+"""
+from dataclasses import dataclass
+
+from peewee import IntegrityError
+
+import jobs
+import jobs.fulfillment  # noqa: F401  (declares the `fulfillment` job kind this module inserts)
+from fulfillment.desired_state import DesiredState
+from models.base import db, utcnow
+from models.fulfillment import OPERATIONS, FulfillmentOperation
+
+FULFILLMENT_JOB = "fulfillment"
+IDEMPOTENCY_MISMATCH = "idempotency key was already used with different fulfillment parameters"
+
+
+class FulfillmentRequestRejected(ValueError):
+    """Refused before anything was queued; `code` is machine-readable."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    operation: FulfillmentOperation
+    created: bool  # False: the key was already used with the same parameters
+    job_id: int  # None when the caller inserts the jobs itself (dispatchers, in one statement)
+
+
+def validate(entitlement, operation, desired):
+    if operation not in OPERATIONS:
+        raise FulfillmentRequestRejected("unsupported_operation", f"unsupported fulfillment operation {operation!r}")
+    for name, value in (("traffic allowance", desired.traffic_allowance_bytes), ("device limit", desired.device_limit)):
+        if value is not None and value < 0:
+            raise FulfillmentRequestRejected("invalid_limit", f"{name} cannot be negative")
+    if operation == "extend" and not desired.ends_at > entitlement.ends_at:
+        raise FulfillmentRequestRejected("invalid_ends_at", "extend needs an endsAt later than the current end")
+
+
+def _same_request(existing, entitlement, operation, desired):
+    return (
+        existing.entitlement_id == entitlement.id
+        and existing.operation == operation
+        and DesiredState.parse(existing.desired_state).same_parameters(desired)
+    )
+
+
+def _checked(existing, entitlement, operation, desired):
+    if not _same_request(existing, entitlement, operation, desired):
+        raise FulfillmentRequestRejected("idempotency_key_reused", IDEMPOTENCY_MISMATCH)
+    return existing
+
+
+def job_for(operation_id, scheduled_at=None):
+    return jobs.JobInsert(FULFILLMENT_JOB, {"operationId": operation_id}, scheduled_at=scheduled_at)
+
+
+def enqueue_operation(entitlement, operation, desired, idempotency_key, correlation_id, insert_job=True):
+    """Insert the operation and its `fulfillment` job; must run inside the caller's transaction.
+
+    A dispatcher passes insert_job=False and inserts all its jobs with one
+    multi-row statement (`job_for` builds each)."""
+    if not db.in_transaction():
+        raise RuntimeError("enqueue_operation must run inside the transaction of the change that needs it")
+    validate(entitlement, operation, desired)
+
+    existing = FulfillmentOperation.get_or_none(FulfillmentOperation.idempotency_key == idempotency_key)
+    created = existing is None
+    if existing is not None:
+        record = _checked(existing, entitlement, operation, desired)
+    else:
+        now = utcnow()
+        try:
+            with db.atomic():
+                record = FulfillmentOperation.create(
+                    entitlement=entitlement,
+                    operation=operation,
+                    status="pending",
+                    idempotency_key=idempotency_key,
+                    desired_state=desired.to_json(),
+                    correlation_id=correlation_id,
+                    next_attempt_at=desired.effective_at or now,
+                    created_at=now,
+                    updated_at=now,
+                )
+        except IntegrityError:
+            # A concurrent request took the key between our read and insert.
+            raced = FulfillmentOperation.get_or_none(FulfillmentOperation.idempotency_key == idempotency_key)
+            if raced is None:
+                raise
+            record, created = _checked(raced, entitlement, operation, desired), False
+
+    if not insert_job:
+        return Enqueued(record, created, None)
+    job = jobs.insert_many([job_for(record.id, desired.effective_at if created else None)])[0]
+    return Enqueued(record, created, job.job_id)

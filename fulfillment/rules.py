@@ -1,0 +1,33 @@
+"""Numbers and codes fixed by SPEC 2.21 and 2.22: no environment variable changes them."""
+
+RECONCILE_INTERVAL_S = 15 * 60
+RECONCILE_BATCH = 500
+RECONCILE_HORIZON_DAYS = 30
+REVIVE_INTERVAL_S = 5 * 60
+REVIVE_IDLE_S = 10 * 60
+REVIVE_BATCH = 500
+QUEUE_ATTEMPTS = 12
+BACKOFF_BASE_S = 5
+BACKOFF_MAX_EXPONENT = 8  # 5 s × 2^8 = 1280 s cap
+NOTICE_AFTER_ATTEMPTS = 3
+MAINTENANCE_PAUSE_S = 60
+CLAIM_LEASE_S = 120
+
+# Error and cancellation codes stored in last_error_code (never free text).
+ENTITLEMENT_SUPERSEDED = "entitlement_superseded"
+ORDER_REFUNDED = "order_refunded"
+ORDER_NOT_PAID = "order_not_paid"
+UNSUPPORTED_OPERATION = "unsupported_operation"
+INVALID_DESIRED_STATE = "invalid_desired_state"
+MAINTENANCE_ACTIVE = "maintenance_active"
+REMOTE_USER_NOT_FOUND = "remote_user_not_found"
+REMNAWAVE_UNAVAILABLE = "remnawave_unavailable"
+INTERNAL_ERROR = "internal_error"
+
+NOTICE_FULFILLMENT_FAILURE = "fulfillment_failure"
+NOTICE_ORDER_PAID = "order_paid"
+
+
+def backoff_seconds(attempt):
+    """5 s × 2^min(attempt, 8): 10 s, 20 s, 40 s … 1280 s."""
+    return BACKOFF_BASE_S * 2 ** min(attempt, BACKOFF_MAX_EXPONENT)

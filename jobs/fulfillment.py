@@ -1,0 +1,489 @@
+"""The `fulfillment` job: apply one operation to the Remnawave panel, exactly once (SPEC 2.3–2.15).
+
+A run is three steps, and only the middle one talks to the panel:
+
+1. claim  — a short serializable transaction locks the operation, decides
+            whether to run at all (finished, superseded, refunded, not yet
+            effective, leased by another run, maintenance), and if so marks it
+            `running` with a fresh attempt and a 2-minute lease;
+2. call   — the panel requests, with no transaction, lock or pooled
+            connection held;
+3. record — a second short serializable transaction writes the outcome only
+            if the claim is still this run's (still running, same attempt).
+
+Every outcome writes a history row. Serialization failures of either
+transaction are retried in place; the panel is never called twice for one
+claim. A run that dies between claim and record leaves a lease that expires:
+the next run (the queue's retry, or the revive pass) takes it over.
+"""
+import datetime
+import json
+import logging
+from dataclasses import dataclass, field
+
+from fulfillment import rules
+from fulfillment.desired_state import DesiredState, InvalidDesiredState, observed_summary
+from fulfillment.usernames import candidate_usernames, username_for
+from jobs import UNIQUE_THROUGH_COMPLETED, JobCancel, JobSnooze, huey
+from jobs.engine.executor import release_connection
+from models.base import utcnow
+from models.commerce import Order, Subscription
+from models.fulfillment import OPERATIONS, Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
+from models.transactions import locked, retry_serializable
+from ops import maintenance
+from ops.records import queue_notice
+
+logger = logging.getLogger("omniflow.fulfillment")
+
+FINISHED = ("succeeded", "cancelled", "failed")
+PAID_ORDER_STATES = ("paid", "fulfilled", "partially_refunded")
+REMOTE_STATUS = {"ACTIVE": "active", "LIMITED": "limited", "DISABLED": "disabled", "EXPIRED": "expired"}
+USERNAME_EXISTS = "A019"
+EXPIRY_TOLERANCE = datetime.timedelta(seconds=1)
+
+_panel = None
+
+
+def use_panel(client):
+    """Set the panel client this process's runs use (tests, the demo, bootstrap)."""
+    global _panel
+    _panel = client
+
+
+def panel():
+    global _panel
+    if _panel is None:
+        from config.settings import load_settings
+        from integrations.remnawave import RemnawaveClient
+
+        settings = load_settings()
+        _panel = RemnawaveClient(settings.remnawave_url, settings.remnawave_token)
+    return _panel
+
+
+# -- what claim and record decide --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Done:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Snooze:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Cancel:
+    code: str
+
+
+@dataclass(frozen=True)
+class Retry:
+    code: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    operation_id: int
+    attempt: int
+    operation: str
+    correlation_id: str
+    desired: DesiredState
+    entitlement_id: int
+    grace_period_hours: int
+    paused: bool
+    expected_disabled: bool
+    subscription_id: str
+    customer_id: str
+    slot: int
+    remote_user_id: str
+
+
+@dataclass
+class Applied:
+    remote: object
+    drifts: list = field(default_factory=list)  # (kind, expected, observed, corrected)
+
+
+@dataclass(frozen=True)
+class Failed:
+    code: str
+
+
+class FulfillmentRetry(Exception):
+    """The run failed with a classified code; the queue retries the job with backoff."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+class RemoteUserMissing(Exception):
+    code = rules.REMOTE_USER_NOT_FOUND
+
+
+# -- the job ---------------------------------------------------------------------------
+
+
+@huey.job(
+    "fulfillment",
+    queue="critical",
+    max_attempts=rules.QUEUE_ATTEMPTS,
+    unique_states=UNIQUE_THROUGH_COMPLETED,
+    backoff=rules.backoff_seconds,
+)
+def fulfillment(operationId):
+    decision = retry_serializable(lambda: claim(operationId))
+    if isinstance(decision, Claim):
+        outcome = call(decision)
+        decision = retry_serializable(lambda: record(decision, outcome))
+    if isinstance(decision, Snooze):
+        raise JobSnooze(decision.seconds)
+    if isinstance(decision, Retry):
+        raise FulfillmentRetry(decision.code)
+    if isinstance(decision, Cancel):
+        raise JobCancel(decision.code)
+
+
+# -- 1. claim ----------------------------------------------------------------------------
+
+
+def _operation(operation_id):
+    return locked(FulfillmentOperation.select().where(FulfillmentOperation.id == operation_id)).first()
+
+
+def _history(op, attempt, status, error_code=None, request_summary=None, response_summary=None):
+    FulfillmentHistory.create(
+        operation=op.id,
+        attempt=attempt,
+        status=status,
+        error_code=error_code,
+        correlation_id=op.correlation_id,
+        request_summary=json.dumps(request_summary) if request_summary is not None else None,
+        response_summary=json.dumps(response_summary) if response_summary is not None else None,
+        created_at=utcnow(),
+    )
+
+
+def _set(op, **values):
+    values["updated_at"] = utcnow()
+    FulfillmentOperation.update(**values).where(FulfillmentOperation.id == op.id).execute()
+
+
+def _cancel(op, code, now):
+    _set(op, status="cancelled", last_error_code=code, completed_at=now)
+    _history(op, op.attempt_count, "cancelled", code)
+    logger.info("fulfillment operation cancelled", extra={"job_id": op.id, "error": code})
+    return Cancel(code)
+
+
+def _notify_failure(op, entitlement_id, code, status):
+    queue_notice(
+        rules.NOTICE_FULFILLMENT_FAILURE,
+        f"operation:{op.id}",
+        {"entitlementId": entitlement_id, "operation": op.operation, "errorCode": code, "status": status},
+    )
+
+
+def claim(operation_id):
+    now = utcnow()
+    op = _operation(operation_id)
+    if op is None:
+        return Done("operation_missing")
+    if op.status in FINISHED:
+        return Done(op.status)
+    if op.operation not in OPERATIONS:
+        return _cancel(op, rules.UNSUPPORTED_OPERATION, now)
+    try:
+        desired = DesiredState.parse(op.desired_state)
+    except InvalidDesiredState:
+        _set(op, status="failed", last_error_code=rules.INVALID_DESIRED_STATE, completed_at=now)
+        _history(op, op.attempt_count, "failed", rules.INVALID_DESIRED_STATE)
+        _notify_failure(op, op.entitlement_id, rules.INVALID_DESIRED_STATE, "failed")
+        return Cancel(rules.INVALID_DESIRED_STATE)
+    if desired.effective_at is not None and desired.effective_at > now:
+        return Snooze((desired.effective_at - now).total_seconds())
+    if op.status == "running" and op.next_attempt_at is not None and op.next_attempt_at > now:
+        # Another run holds the lease; come back when it ends (and take over
+        # if that run died without recording).
+        return Snooze((op.next_attempt_at - now).total_seconds() + 1)
+
+    entitlement = locked(Entitlement.select().where(Entitlement.id == op.entitlement_id)).get()
+    if entitlement.status == "superseded":
+        return _cancel(op, rules.ENTITLEMENT_SUPERSEDED, now)
+    if op.operation == "create":
+        order_status = Order.select(Order.status).where(Order.id == entitlement.order_id).scalar()
+        if order_status not in PAID_ORDER_STATES:
+            code = rules.ORDER_REFUNDED if order_status == "refunded" else rules.ORDER_NOT_PAID
+            if entitlement.status == "pending":
+                Entitlement.update(status="superseded", updated_at=now).where(Entitlement.id == entitlement.id).execute()
+            return _cancel(op, code, now)
+    if maintenance.is_active():
+        # Held, not run: the attempt counter stays, so a hold costs no retry budget.
+        _set(
+            op,
+            status="retrying",
+            last_error_code=rules.MAINTENANCE_ACTIVE,
+            next_attempt_at=now + datetime.timedelta(seconds=rules.MAINTENANCE_PAUSE_S),
+        )
+        _history(op, op.attempt_count, "retrying", rules.MAINTENANCE_ACTIVE)
+        return Snooze(rules.MAINTENANCE_PAUSE_S)
+
+    attempt = op.attempt_count + 1
+    _set(
+        op,
+        status="running",
+        attempt_count=attempt,
+        next_attempt_at=now + datetime.timedelta(seconds=rules.CLAIM_LEASE_S),
+    )
+    subscription = Subscription.get_by_id(entitlement.subscription_id)
+    return Claim(
+        operation_id=op.id,
+        attempt=attempt,
+        operation=op.operation,
+        correlation_id=op.correlation_id,
+        desired=desired,
+        entitlement_id=entitlement.id,
+        grace_period_hours=entitlement.grace_period_hours,
+        paused=entitlement.paused_at is not None,
+        expected_disabled=entitlement.paused_at is not None or entitlement.status == "disabled",
+        subscription_id=subscription.id,
+        customer_id=subscription.customer_id,
+        slot=subscription.slot,
+        remote_user_id=subscription.remote_user_id,
+    )
+
+
+# -- 2. call -------------------------------------------------------------------------------
+
+
+def call(claim):
+    """The panel requests for one claim; returns Applied or Failed, never raises for the panel."""
+    from integrations.remnawave import RemnawaveError
+
+    release_connection()  # nothing pooled is held while the panel answers
+    try:
+        return _apply(panel(), claim)
+    except RemnawaveError as error:
+        return Failed(error.code)
+    except RemoteUserMissing:
+        return Failed(rules.REMOTE_USER_NOT_FOUND)
+    except Exception:
+        logger.exception("fulfillment call failed unexpectedly", extra={"job_id": claim.operation_id})
+        return Failed(rules.INTERNAL_ERROR)
+
+
+def _aware(value):
+    return value.replace(tzinfo=datetime.timezone.utc)
+
+
+def _find_remote(client, claim):
+    if claim.remote_user_id:
+        remote = client.get_user(_remote_id(claim.remote_user_id))
+        if remote is not None:
+            return remote
+    for name in candidate_usernames(claim.subscription_id, claim.customer_id, claim.slot):
+        remote = client.get_user_by_username(name)
+        if remote is not None:
+            return remote
+    return None
+
+
+def _remote_id(text):
+    return int(text) if text.isdigit() else text
+
+
+def _push(client, remote, claim):
+    desired = claim.desired
+    return client.update_user(
+        remote.id,
+        _aware(desired.remote_expire_at(claim.grace_period_hours)),
+        desired.traffic_limit_bytes,
+        desired.device_limit,
+        list(desired.squad_ids),
+    )
+
+
+def _create(client, claim):
+    from integrations.remnawave import RemnawaveError
+
+    desired = claim.desired
+    username = username_for(claim.subscription_id)
+    try:
+        return client.create_user(
+            username,
+            _aware(desired.remote_expire_at(claim.grace_period_hours)),
+            desired.traffic_limit_bytes,
+            desired.device_limit,
+            list(desired.squad_ids),
+        )
+    except RemnawaveError as error:
+        if error.panel_error_code != USERNAME_EXISTS:
+            raise
+        # Our own earlier create whose answer was lost: adopt it.
+        remote = client.get_user_by_username(username)
+        if remote is None:
+            raise
+        return _push(client, remote, claim)
+
+
+def _apply(client, claim):
+    remote = _find_remote(client, claim)
+    operation = claim.operation
+    if operation == "create":
+        remote = _push(client, remote, claim) if remote is not None else _create(client, claim)
+        if claim.paused:
+            if remote.status != "DISABLED":
+                remote = client.disable_user(remote.id)
+        elif remote.status == "DISABLED":
+            remote = client.enable_user(remote.id)
+        if claim.desired.reset_traffic:
+            remote = client.reset_traffic(remote.id)
+        return Applied(remote)
+    if operation == "reconcile":
+        return _reconcile(client, claim, remote)
+    if remote is None:
+        raise RemoteUserMissing()
+    if operation in ("extend", "set_limits", "set_squads"):
+        return Applied(_push(client, remote, claim))
+    if operation == "enable":
+        return Applied(client.enable_user(_push(client, remote, claim).id))
+    if operation == "disable":
+        return Applied(client.disable_user(remote.id))
+    if operation == "reset_traffic":
+        return Applied(client.reset_traffic(remote.id))
+    raise ValueError(f"operation {operation!r} has no panel calls")
+
+
+def _reconcile(client, claim, remote):
+    """Compare, record every mismatch, then repair — never enable or reset (a repair, not a purchase)."""
+    if remote is None:
+        drifts = [("missing_remote", {"exists": True}, {"exists": False}, True)]
+        remote = _create(client, claim)
+    else:
+        drifts = compare(claim, remote)
+        remote = _push(client, remote, claim)
+    if claim.paused and remote.status != "DISABLED":
+        remote = client.disable_user(remote.id)
+    return Applied(remote, drifts)
+
+
+def compare(claim, remote):
+    """Mismatches between desired and observed; null limits mean unlimited, squad order is ignored."""
+    desired = claim.desired
+    expected_expiry = _aware(desired.remote_expire_at(claim.grace_period_hours))
+    observed_expiry = remote.expire_at.astimezone(datetime.timezone.utc)
+    drifts = []
+    if abs(observed_expiry - expected_expiry) > EXPIRY_TOLERANCE:
+        drifts.append(("expiry", _iso(expected_expiry), _iso(observed_expiry), True))
+    if desired.traffic_limit_bytes != (remote.traffic_limit_bytes or 0):
+        drifts.append(("traffic", desired.traffic_allowance_bytes, remote.traffic_limit_bytes, True))
+    if desired.device_limit != remote.hwid_device_limit:
+        drifts.append(("device_limit", desired.device_limit, remote.hwid_device_limit, True))
+    if set(desired.squad_ids) != set(remote.squad_uuids):
+        drifts.append(("squads", sorted(desired.squad_ids), sorted(remote.squad_uuids), True))
+    observed_disabled = remote.status == "DISABLED"
+    if observed_disabled != claim.expected_disabled:
+        # A paused entitlement is disabled again; a user disabled on the panel
+        # is reported but left alone (an operator's disable survives reconcile).
+        expected = "DISABLED" if claim.expected_disabled else "ACTIVE"
+        drifts.append(("status", expected, remote.status, claim.paused))
+    return [(kind, {"value": exp}, {"value": obs}, corrected) for kind, exp, obs, corrected in drifts]
+
+
+def _iso(value):
+    return value.astimezone(datetime.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+
+
+# -- 3. record -----------------------------------------------------------------------------
+
+
+def record(claim, outcome):
+    now = utcnow()
+    op = _operation(claim.operation_id)
+    if op is None or op.status != "running" or op.attempt_count != claim.attempt:
+        # The lease expired and another run took the operation over: its
+        # result, not ours, is the one to keep.
+        logger.warning("stale fulfillment run discarded its result", extra={"job_id": claim.operation_id})
+        return Done("stale")
+    entitlement = locked(Entitlement.select().where(Entitlement.id == claim.entitlement_id)).get()
+    if entitlement.status == "superseded":
+        return _cancel(op, rules.ENTITLEMENT_SUPERSEDED, now)
+
+    request_summary = claim.desired.request_summary(claim.grace_period_hours)
+    if isinstance(outcome, Failed):
+        _set(
+            op,
+            status="retrying",
+            last_error_code=outcome.code,
+            next_attempt_at=now + datetime.timedelta(seconds=rules.backoff_seconds(claim.attempt)),
+            request_summary=json.dumps(request_summary),
+        )
+        _history(op, claim.attempt, "retrying", outcome.code, request_summary)
+        if claim.attempt >= rules.NOTICE_AFTER_ATTEMPTS:
+            _notify_failure(op, entitlement.id, outcome.code, "retrying")
+        return Retry(outcome.code)
+
+    remote = outcome.remote
+    observed = observed_summary(remote)
+    _set(
+        op,
+        status="succeeded",
+        last_error_code=None,
+        completed_at=now,
+        request_summary=json.dumps(request_summary),
+        response_summary=json.dumps(observed),
+    )
+    status = "paused" if entitlement.paused_at is not None else REMOTE_STATUS.get(remote.status, "failed")
+    Entitlement.update(
+        status=status, observed_state=json.dumps(observed), reconciled_at=now, updated_at=now
+    ).where(Entitlement.id == entitlement.id).execute()
+    Subscription.update(
+        remote_user_id=str(remote.id), remote_username=remote.username, observed_state=json.dumps(observed)
+    ).where(Subscription.id == claim.subscription_id).execute()
+    _record_drifts(entitlement.id, outcome.drifts, now)
+    if claim.operation == "create":
+        Entitlement.update(status="superseded", updated_at=now).where(
+            Entitlement.subscription == claim.subscription_id,
+            Entitlement.id < entitlement.id,
+            Entitlement.status != "superseded",
+        ).execute()
+        Order.update(status="fulfilled", fulfilled_at=now).where(
+            Order.id == entitlement.order_id, Order.status == "paid"
+        ).execute()
+    _history(op, claim.attempt, "succeeded", None, request_summary, observed)
+    return Done("succeeded")
+
+
+def _record_drifts(entitlement_id, drifts, now):
+    """Open (or refresh) a drift per mismatch, then close every drift this run corrected."""
+    still_open = set()
+    for kind, expected, observed, corrected in drifts:
+        updated = (
+            EntitlementDrift.update(expected=json.dumps(expected), observed=json.dumps(observed), detected_at=now)
+            .where(
+                EntitlementDrift.entitlement == entitlement_id,
+                EntitlementDrift.kind == kind,
+                EntitlementDrift.status == "open",
+            )
+            .execute()
+        )
+        if not updated:
+            EntitlementDrift.create(
+                entitlement=entitlement_id,
+                kind=kind,
+                status="open",
+                expected=json.dumps(expected),
+                observed=json.dumps(observed),
+                detected_at=now,
+            )
+        if not corrected:
+            still_open.add(kind)
+    query = EntitlementDrift.update(status="resolved", resolved_at=now).where(
+        EntitlementDrift.entitlement == entitlement_id, EntitlementDrift.status == "open"
+    )
+    if still_open:
+        query = query.where(EntitlementDrift.kind.not_in(list(still_open)))
+    query.execute()

@@ -1,0 +1,71 @@
+"""`fulfillment_reconcile` (SPEC 2.16): every 15 minutes, a `reconcile`
+operation for up to 500 entitlements not reconciled in the last 15 minutes.
+
+Keyed `reconcile:<entitlementID>:<bucket>` (now truncated to 15 minutes), so
+two passes in one bucket converge on one operation; correlation id
+`scheduler:<bucket>`; desired state rebuilt from the entitlement row, never
+deferred. Pending entitlements (still waiting for their first create) and
+those that ended more than 30 days ago are left alone.
+"""
+import datetime
+import logging
+
+import jobs
+from fulfillment import rules
+from fulfillment.desired_state import DesiredState
+from fulfillment.enqueue import enqueue_operation, job_for
+from jobs import every, huey
+from models.base import db, utcnow
+from models.fulfillment import Entitlement
+
+logger = logging.getLogger("omniflow.passes.reconcile")
+
+NOT_RECONCILED = ("pending", "superseded")
+
+
+def bucket_of(now):
+    start = now.replace(second=0, microsecond=0)
+    start -= datetime.timedelta(minutes=start.minute % (rules.RECONCILE_INTERVAL_S // 60))
+    return start.isoformat(timespec="minutes") + "Z"
+
+
+def due_entitlements(now, limit=rules.RECONCILE_BATCH):
+    stale = now - datetime.timedelta(seconds=rules.RECONCILE_INTERVAL_S)
+    horizon = now - datetime.timedelta(days=rules.RECONCILE_HORIZON_DAYS)
+    return (
+        Entitlement.select()
+        .where(
+            Entitlement.status.not_in(NOT_RECONCILED),
+            Entitlement.ends_at >= horizon,
+            (Entitlement.reconciled_at.is_null()) | (Entitlement.reconciled_at < stale),
+        )
+        .order_by(Entitlement.reconciled_at.asc(nulls="first"), Entitlement.id)
+        .limit(limit)
+    )
+
+
+def dispatch(now=None):
+    """One transaction: the operations, then all their jobs in one statement. Returns (enqueued, skipped)."""
+    now = now or utcnow()
+    bucket = bucket_of(now)
+    with db.atomic():
+        operations = [
+            enqueue_operation(
+                entitlement,
+                "reconcile",
+                DesiredState.from_entitlement(entitlement),
+                f"reconcile:{entitlement.id}:{bucket}",
+                f"scheduler:{bucket}",
+                insert_job=False,
+            ).operation
+            for entitlement in due_entitlements(now)
+        ]
+        results = jobs.insert_many([job_for(operation.id) for operation in operations])
+    enqueued = sum(not result.skipped_as_duplicate for result in results)
+    logger.info("fulfillment reconcile dispatched", extra={"count": enqueued, "task": "fulfillment_reconcile"})
+    return enqueued, len(results) - enqueued
+
+
+@huey.periodic_task(every(seconds=rules.RECONCILE_INTERVAL_S), name="fulfillment_reconcile")
+def fulfillment_reconcile():
+    dispatch()

@@ -1,0 +1,55 @@
+"""`fulfillment_revive` (SPEC 2.18): every 5 minutes, a `fulfillment` job for
+operations that should have run and did not.
+
+Selected: operations in pending, retrying or running whose creation time AND
+recorded next attempt are both more than 10 minutes in the past (for a
+running row, next_attempt_at is the claim's lease: an expired claim). The
+jobs are inserted with the settlement's arguments and uniqueness, so an
+operation whose job is merely backing off gets nothing new; one whose job
+was discarded after its 12 attempts, or that never had one, gets a job.
+"""
+import datetime
+import logging
+
+import jobs
+from fulfillment import rules
+from fulfillment.enqueue import job_for
+from jobs import every, huey
+from models.base import db, utcnow
+from models.fulfillment import FulfillmentOperation
+
+logger = logging.getLogger("omniflow.passes.revive")
+
+REVIVABLE = ("pending", "retrying", "running")
+
+
+def stuck_operations(now, limit=rules.REVIVE_BATCH):
+    idle_since = now - datetime.timedelta(seconds=rules.REVIVE_IDLE_S)
+    return (
+        FulfillmentOperation.select(FulfillmentOperation.id)
+        .where(
+            FulfillmentOperation.status.in_(REVIVABLE),
+            FulfillmentOperation.created_at < idle_since,
+            (FulfillmentOperation.next_attempt_at.is_null()) | (FulfillmentOperation.next_attempt_at < idle_since),
+        )
+        .order_by(FulfillmentOperation.id)
+        .limit(limit)
+    )
+
+
+def dispatch(now=None):
+    """Insert the jobs in one statement; returns (enqueued, skipped_as_duplicate)."""
+    now = now or utcnow()
+    with db.atomic():
+        results = jobs.insert_many([job_for(operation.id) for operation in stuck_operations(now)])
+    enqueued = sum(not result.skipped_as_duplicate for result in results)
+    logger.info(
+        "fulfillment revive dispatched",
+        extra={"count": enqueued, "task": "fulfillment_revive", "state": f"skipped={len(results) - enqueued}"},
+    )
+    return enqueued, len(results) - enqueued
+
+
+@huey.periodic_task(every(seconds=rules.REVIVE_INTERVAL_S), name="fulfillment_revive")
+def fulfillment_revive():
+    dispatch()

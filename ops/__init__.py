@@ -1,0 +1,1 @@
+"""Operational records written beside business changes: notices, audit, outbox, maintenance."""

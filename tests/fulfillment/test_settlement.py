@@ -1,0 +1,174 @@
+"""SPEC 2.2, 2.8, 8.1: settlement writes the order, entitlement, operation, job,
+outbox event and notice together; idempotency keys are promises."""
+import datetime
+import json
+
+import pytest
+
+from commerce.settlement import SettlementRejected, refund_order, settle_order
+from fulfillment.desired_state import DesiredState
+from fulfillment.enqueue import IDEMPOTENCY_MISMATCH, FulfillmentRequestRejected, enqueue_operation
+from models.base import db
+from models.commerce import Order, Subscription
+from models.fulfillment import Entitlement, FulfillmentOperation
+from models.jobs import Job
+from models.ops import OperatorNotice, OutboxEvent
+from tests.support import commerce
+
+
+def counts():
+    return {
+        "entitlements": Entitlement.select().count(),
+        "operations": FulfillmentOperation.select().count(),
+        "jobs": Job.select().count(),
+        "outbox": OutboxEvent.select().count(),
+        "notices": OperatorNotice.select().count(),
+    }
+
+
+def test_paid_order_always_has_its_job(database):
+    order = commerce.order(commerce.customer(), commerce.limited_plan())
+    result = settle_order(order.id, "provider_webhook")
+    assert Order.get_by_id(order.id).status == "paid"
+    entitlement = Entitlement.get_by_id(result.entitlement_id)
+    assert entitlement.status == "pending" and entitlement.order_id == order.id
+    operation = FulfillmentOperation.get_by_id(result.operation_id)
+    assert (operation.operation, operation.status) == ("create", "pending")
+    assert operation.idempotency_key == f"order:{order.id}:fulfill"
+    job = Job.get(Job.kind == "fulfillment")
+    assert job.args_dict == {"operationId": operation.id} and job.state == "available"
+    event = OutboxEvent.get()
+    assert event.topic == "order.paid" and json.loads(event.payload)["orderId"] == order.id
+    assert counts() == {"entitlements": 1, "operations": 1, "jobs": 1, "outbox": 1, "notices": 1}
+
+
+def test_settlement_rolled_back_leaves_neither_payment_nor_job(database):
+    order = commerce.order(commerce.customer(), commerce.limited_plan())
+    with pytest.raises(RuntimeError):
+        with db.atomic():
+            settle_order(order.id, "wallet")
+            raise RuntimeError("the wallet debit failed after settlement")
+    assert Order.get_by_id(order.id).status == "pending"
+    assert counts() == {"entitlements": 0, "operations": 0, "jobs": 0, "outbox": 0, "notices": 0}
+
+
+def test_settling_an_order_twice_returns_the_first_settlement(database):
+    order = commerce.order(commerce.customer(), commerce.unlimited_plan())
+    first = settle_order(order.id, "provider_webhook")
+    again = settle_order(order.id, "provider_webhook")
+    assert again.already_settled and not first.already_settled
+    assert (again.entitlement_id, again.operation_id) == (first.entitlement_id, first.operation_id)
+    assert counts()["operations"] == 1 and counts()["jobs"] == 1
+
+
+def test_cancelled_or_unknown_orders_cannot_be_settled(database):
+    order = commerce.order(commerce.customer(), commerce.unlimited_plan(), status="cancelled")
+    with pytest.raises(SettlementRejected):
+        settle_order(order.id, "provider_webhook")
+    with pytest.raises(SettlementRejected):
+        settle_order(999999, "provider_webhook")
+    assert counts()["entitlements"] == 0
+
+
+def test_gift_and_code_settlements_use_their_own_keys(database):
+    customer, plan = commerce.customer(), commerce.unlimited_plan()
+    gift = settle_order(commerce.order(customer, plan, operation="gift").id, "gift")
+    code = settle_order(commerce.order(customer, plan, operation="code").id, "code")
+    assert FulfillmentOperation.get_by_id(gift.operation_id).idempotency_key.startswith("gift:")
+    assert FulfillmentOperation.get_by_id(code.operation_id).idempotency_key.startswith("code:")
+
+
+def test_second_purchase_opens_a_second_subscription_slot(database):
+    customer, plan = commerce.customer(), commerce.unlimited_plan()
+    settle_order(commerce.order(customer, plan).id, "provider_webhook")
+    settle_order(commerce.order(customer, plan).id, "provider_webhook")
+    assert sorted(s.slot for s in Subscription.select()) == [1, 2]
+
+
+def test_renewal_continues_the_period_and_asks_for_a_traffic_reset(database):
+    customer, plan = commerce.customer(), commerce.limited_plan()
+    first = settle_order(commerce.order(customer, plan).id, "provider_webhook")
+    subscription = Entitlement.get_by_id(first.entitlement_id).subscription
+    renewal = settle_order(commerce.order(customer, plan, "renewal", subscription).id, "wallet")
+    old, new = Entitlement.get_by_id(first.entitlement_id), Entitlement.get_by_id(renewal.entitlement_id)
+    assert new.starts_at == old.ends_at
+    assert DesiredState.parse(FulfillmentOperation.get_by_id(renewal.operation_id).desired_state).reset_traffic
+    assert not DesiredState.parse(FulfillmentOperation.get_by_id(first.operation_id).desired_state).reset_traffic
+
+
+def test_refund_is_recorded_on_a_paid_order_only(database):
+    order = commerce.order(commerce.customer(), commerce.unlimited_plan())
+    with pytest.raises(SettlementRejected):
+        refund_order(order.id)
+    settle_order(order.id, "provider_webhook")
+    refund_order(order.id)
+    assert Order.get_by_id(order.id).status == "refunded"
+
+
+# -- idempotency and validation before anything is queued (SPEC 2.8) ---------------------
+
+
+@pytest.fixture
+def entitlement(database):
+    result = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "provider_webhook")
+    return Entitlement.get_by_id(result.entitlement_id)
+
+
+def enqueue(entitlement, operation, desired, key="panel:test:1"):
+    with db.atomic():
+        return enqueue_operation(entitlement, operation, desired, key, "test")
+
+
+def test_reusing_an_idempotency_key_with_other_parameters_is_rejected(entitlement):
+    later = DesiredState.from_entitlement(entitlement, ends_at=entitlement.ends_at + datetime.timedelta(days=5))
+    first = enqueue(entitlement, "extend", later)
+    same = enqueue(entitlement, "extend", later)
+    assert same.operation.id == first.operation.id and not same.created
+    for other in (
+        DesiredState.from_entitlement(entitlement, ends_at=entitlement.ends_at + datetime.timedelta(days=6)),
+        DesiredState(later.ends_at, later.traffic_allowance_bytes, 7, later.squad_ids),
+        DesiredState(later.ends_at, 1, later.device_limit, later.squad_ids),
+        DesiredState(later.ends_at, later.traffic_allowance_bytes, later.device_limit, ()),
+    ):
+        with pytest.raises(FulfillmentRequestRejected) as rejected:
+            enqueue(entitlement, "extend", other)
+        assert str(rejected.value) == IDEMPOTENCY_MISMATCH
+    with pytest.raises(FulfillmentRequestRejected):
+        enqueue(entitlement, "set_limits", later)  # another operation under the same key
+
+
+def test_squad_order_does_not_change_the_parameters(entitlement):
+    desired = DesiredState.from_entitlement(entitlement)
+    first = enqueue(entitlement, "set_squads", desired)
+    reordered = DesiredState(desired.ends_at, desired.traffic_allowance_bytes, desired.device_limit,
+                             tuple(reversed(desired.squad_ids)))
+    assert enqueue(entitlement, "set_squads", reordered).operation.id == first.operation.id
+
+
+def test_extend_to_an_earlier_or_equal_date_is_refused_before_anything_is_queued(entitlement):
+    before = counts()
+    for ends_at in (entitlement.ends_at, entitlement.ends_at - datetime.timedelta(days=1)):
+        with pytest.raises(FulfillmentRequestRejected) as rejected:
+            enqueue(entitlement, "extend", DesiredState.from_entitlement(entitlement, ends_at=ends_at))
+        assert rejected.value.code == "invalid_ends_at"
+    assert counts() == before
+
+
+def test_negative_limits_are_refused_before_anything_is_queued(entitlement):
+    before = counts()
+    for desired in (DesiredState(entitlement.ends_at, -1, None, ()), DesiredState(entitlement.ends_at, None, -2, ())):
+        with pytest.raises(FulfillmentRequestRejected) as rejected:
+            enqueue(entitlement, "set_limits", desired)
+        assert rejected.value.code == "invalid_limit"
+    assert counts() == before
+
+
+def test_operations_outside_the_eight_are_refused_by_the_service_and_the_database(entitlement):
+    with pytest.raises(FulfillmentRequestRejected) as rejected:
+        enqueue(entitlement, "delete_everything", DesiredState.from_entitlement(entitlement))
+    assert rejected.value.code == "unsupported_operation"
+    from peewee import IntegrityError
+
+    with pytest.raises(IntegrityError):
+        with db.atomic():
+            FulfillmentOperation.update(operation="delete_everything").execute()

@@ -1,0 +1,45 @@
+"""Customers, plans and orders for fulfillment tests."""
+import json
+
+from models.commerce import Customer, Order, Plan
+
+SQUAD_A = "11111111-2222-4333-8444-555555555555"
+SQUAD_B = "66666666-7777-4888-9999-aaaaaaaaaaaa"
+
+GIB = 1 << 30
+
+
+def plan(code="basic", traffic=None, devices=None, squads=(), days=30, grace_hours=0):
+    return Plan.create(
+        code=code,
+        name=code.title(),
+        duration_days=days,
+        traffic_allowance_bytes=traffic,
+        device_limit=devices,
+        squad_ids=json.dumps(list(squads)),
+        grace_period_hours=grace_hours,
+        price_minor=500,
+    )
+
+
+def unlimited_plan(code="unlimited"):
+    return plan(code)
+
+
+def limited_plan(code="limited", squads=(SQUAD_A, SQUAD_B)):
+    return plan(code, traffic=100 * GIB, devices=3, squads=squads, grace_hours=24)
+
+
+def customer(name="Alice"):
+    return Customer.create(display_name=name)
+
+
+def order(customer_, plan_, operation="purchase", subscription=None, status="pending"):
+    return Order.create(
+        customer=customer_,
+        plan=plan_,
+        subscription=subscription,
+        operation=operation,
+        status=status,
+        amount_minor=plan_.price_minor,
+    )
