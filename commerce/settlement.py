@@ -7,6 +7,7 @@ event and the operator notice: all of it commits, or none of it does, so a
 paid order always has a job waiting for it. Settling an order again returns
 the first settlement's result and writes nothing.
 """
+
 import datetime
 from dataclasses import dataclass
 

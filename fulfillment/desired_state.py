@@ -6,6 +6,7 @@ JSON shape: {"endsAt", "trafficAllowanceBytes" (null = unlimited),
 optional "resetTraffic"}. The panel is sent expireAt = endsAt + the plan's
 grace period.
 """
+
 import datetime
 import json
 from dataclasses import dataclass, field

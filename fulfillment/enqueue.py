@@ -7,6 +7,7 @@ negative limits, an `extend` that would shorten the period), and makes the
 idempotency key a promise: the same key with the same parameters returns
 the existing operation, the same key with different parameters is refused.
 """
+
 from dataclasses import dataclass
 
 from peewee import IntegrityError

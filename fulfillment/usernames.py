@@ -2,6 +2,7 @@
 create finds the user it already made, and one customer can own several
 independent panel users. Slot 1 of installations upgraded from v0.4 also
 answers to the legacy name derived from the customer."""
+
 import uuid
 
 PREFIX = "omniflow_"

@@ -16,6 +16,7 @@ transaction are retried in place; the panel is never called twice for one
 claim. A run that dies between claim and record leaves a lease that expires:
 the next run (the queue's retry, or the revive pass) takes it over.
 """
+
 import datetime
 import json
 import logging
@@ -94,7 +95,6 @@ class Claim:
     entitlement_id: int
     grace_period_hours: int
     paused: bool
-    expected_disabled: bool
     subscription_id: str
     customer_id: str
     slot: int
@@ -218,7 +218,9 @@ def claim(operation_id):
         if order_status not in PAID_ORDER_STATES:
             code = rules.ORDER_REFUNDED if order_status == "refunded" else rules.ORDER_NOT_PAID
             if entitlement.status == "pending":
-                Entitlement.update(status="superseded", updated_at=now).where(Entitlement.id == entitlement.id).execute()
+                Entitlement.update(status="superseded", updated_at=now).where(
+                    Entitlement.id == entitlement.id
+                ).execute()
             return _cancel(op, code, now)
     if maintenance.is_active():
         # Held, not run: the attempt counter stays, so a hold costs no retry budget.
@@ -248,7 +250,6 @@ def claim(operation_id):
         entitlement_id=entitlement.id,
         grace_period_hours=entitlement.grace_period_hours,
         paused=entitlement.paused_at is not None,
-        expected_disabled=entitlement.paused_at is not None or entitlement.status == "disabled",
         subscription_id=subscription.id,
         customer_id=subscription.customer_id,
         slot=subscription.slot,
@@ -384,11 +385,11 @@ def compare(claim, remote):
         drifts.append(("device_limit", desired.device_limit, remote.hwid_device_limit, True))
     if set(desired.squad_ids) != set(remote.squad_uuids):
         drifts.append(("squads", sorted(desired.squad_ids), sorted(remote.squad_uuids), True))
-    observed_disabled = remote.status == "DISABLED"
-    if observed_disabled != claim.expected_disabled:
-        # A paused entitlement is disabled again; a user disabled on the panel
-        # is reported but left alone (an operator's disable survives reconcile).
-        expected = "DISABLED" if claim.expected_disabled else "ACTIVE"
+    if (remote.status == "DISABLED") != claim.paused:
+        # A paused entitlement's user is disabled again; a user disabled on
+        # the panel is reported but left alone (an operator's disable
+        # survives reconcile), so that drift stays open.
+        expected = "DISABLED" if claim.paused else "ACTIVE"
         drifts.append(("status", expected, remote.status, claim.paused))
     return [(kind, {"value": exp}, {"value": obs}, corrected) for kind, exp, obs, corrected in drifts]
 
@@ -437,9 +438,9 @@ def record(claim, outcome):
         response_summary=json.dumps(observed),
     )
     status = "paused" if entitlement.paused_at is not None else REMOTE_STATUS.get(remote.status, "failed")
-    Entitlement.update(
-        status=status, observed_state=json.dumps(observed), reconciled_at=now, updated_at=now
-    ).where(Entitlement.id == entitlement.id).execute()
+    Entitlement.update(status=status, observed_state=json.dumps(observed), reconciled_at=now, updated_at=now).where(
+        Entitlement.id == entitlement.id
+    ).execute()
     Subscription.update(
         remote_user_id=str(remote.id), remote_username=remote.username, observed_state=json.dumps(observed)
     ).where(Subscription.id == claim.subscription_id).execute()

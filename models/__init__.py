@@ -1,4 +1,5 @@
 """Peewee models, one module per area; `db` is the one database object."""
+
 from models.base import BaseModel, db, utcnow
 from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation

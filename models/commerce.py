@@ -4,6 +4,7 @@ A payment (order), what it bought (entitlement, models/fulfillment.py) and
 the panel's user are separate records on purpose: they fail independently,
 and merging them would let a panel outage lose a payment.
 """
+
 import json
 import uuid
 

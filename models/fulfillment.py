@@ -1,4 +1,5 @@
 """Fulfillment records (SPEC 2): entitlements, operations, their history, drifts."""
+
 import json
 
 from peewee import BigAutoField, BigIntegerField, DateTimeField, ForeignKeyField, IntegerField, TextField

@@ -1,4 +1,5 @@
 """Operational records: operator notices, audit events, the outbox, maintenance mode."""
+
 from peewee import BigAutoField, BooleanField, DateTimeField, IntegerField, TextField
 
 from models.base import BaseModel, utcnow

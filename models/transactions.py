@@ -8,6 +8,7 @@ lock already covers the whole transaction. `retry_serializable(fn)` runs
 serialize it (or, on SQLite, stayed busy past the timeout); `fn` must only
 touch the database, never the outside world, so running it again is safe.
 """
+
 import random
 import time
 

@@ -1,5 +1,6 @@
 """The maintenance switch (SPEC 9): one row; while active, fulfillment is held
 and purchases are refused; settlements, refunds and order history go on."""
+
 from models.base import utcnow
 from models.ops import MaintenanceState
 from ops.records import record_audit

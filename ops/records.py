@@ -1,5 +1,6 @@
 """Writes that ride along in the caller's transaction: operator notices
 (deduplicated on kind + key), audit events and outbox events (SPEC 2.13, 4.5, 8.1)."""
+
 import json
 
 from peewee import IntegrityError

@@ -7,6 +7,7 @@ two passes in one bucket converge on one operation; correlation id
 deferred. Pending entitlements (still waiting for their first create) and
 those that ended more than 30 days ago are left alone.
 """
+
 import datetime
 import logging
 

@@ -8,6 +8,7 @@ jobs are inserted with the settlement's arguments and uniqueness, so an
 operation whose job is merely backing off gets nothing new; one whose job
 was discarded after its 12 attempts, or that never had one, gets a job.
 """
+
 import datetime
 import logging
 

@@ -1,5 +1,6 @@
 """SPEC 2.2, 2.8, 8.1: settlement writes the order, entitlement, operation, job,
 outbox event and notice together; idempotency keys are promises."""
+
 import datetime
 import json
 
@@ -140,8 +141,9 @@ def test_reusing_an_idempotency_key_with_other_parameters_is_rejected(entitlemen
 def test_squad_order_does_not_change_the_parameters(entitlement):
     desired = DesiredState.from_entitlement(entitlement)
     first = enqueue(entitlement, "set_squads", desired)
-    reordered = DesiredState(desired.ends_at, desired.traffic_allowance_bytes, desired.device_limit,
-                             tuple(reversed(desired.squad_ids)))
+    reordered = DesiredState(
+        desired.ends_at, desired.traffic_allowance_bytes, desired.device_limit, tuple(reversed(desired.squad_ids))
+    )
     assert enqueue(entitlement, "set_squads", reordered).operation.id == first.operation.id
 
 

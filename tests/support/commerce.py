@@ -1,4 +1,5 @@
 """Customers, plans and orders for fulfillment tests."""
+
 import json
 
 from models.commerce import Customer, Order, Plan
