@@ -5,6 +5,7 @@
     python omniflow.py jobs list [--state S] [--limit N]
     python omniflow.py jobs retry ID | jobs cancel ID
     python omniflow.py demo [--seconds N]   development: SQLite, demo load, a worker, then the job list
+    python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
 
 `huey` (the application's queue) is importable from here as `omniflow.huey`.
 """
@@ -24,7 +25,12 @@ from security.redactor import register_settings
 logger = logging.getLogger("omniflow")
 
 WORKER_POOL_EXTRA = 8  # producers, completer, maintenance, and slack
-JOB_KIND_MODULES = ()  # modules that declare the production job kinds and passes
+# Modules that declare the production job kinds and periodic passes.
+JOB_KIND_MODULES = (
+    "jobs.fulfillment",
+    "jobs.passes.fulfillment_reconcile",
+    "jobs.passes.fulfillment_revive",
+)
 
 
 def bootstrap(pool_size=10):
@@ -150,6 +156,13 @@ def cmd_demo(args):
     print("\nsee them again with: python omniflow.py jobs list  (or --state dead_letter)")
 
 
+def cmd_fake_remnawave(args):
+    # Development and tests only: a fake Remnawave panel; no settings, no database.
+    from fakes.remnawave import run_cli
+
+    run_cli(host=args.host, port=args.port, token=args.token, latency_ms=args.latency_ms, dev_mode=args.dev_mode)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="omniflow.py", description="Omniflow: paid orders to working VPN access.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -175,6 +188,14 @@ def build_parser():
     demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
     demo_parser.add_argument("--seconds", type=float, default=40)
     demo_parser.set_defaults(run=cmd_demo)
+
+    fake_parser = commands.add_parser("fake-remnawave", help="development: a fake Remnawave panel (no database)")
+    fake_parser.add_argument("--host", default="127.0.0.1")
+    fake_parser.add_argument("--port", type=int, default=3010)
+    fake_parser.add_argument("--token", help="bearer token (default: APP_REMNAWAVE_TOKEN, else a fixed dev token)")
+    fake_parser.add_argument("--latency-ms", type=float, default=0, help="added to every API call")
+    fake_parser.add_argument("--dev-mode", action="store_true", help="do not require the x-forwarded-* headers")
+    fake_parser.set_defaults(run=cmd_fake_remnawave)
     return parser
 
 

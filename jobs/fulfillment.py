@@ -298,9 +298,12 @@ def _remote_id(text):
 
 def _push(client, remote, claim):
     desired = claim.desired
+    expire_at = _aware(desired.remote_expire_at(claim.grace_period_hours))
     return client.update_user(
         remote.id,
-        _aware(desired.remote_expire_at(claim.grace_period_hours)),
+        # The panel refuses to set an expiry in the past on update; an ended
+        # entitlement keeps the expiry the panel already has.
+        expire_at if expire_at > datetime.datetime.now(datetime.timezone.utc) else None,
         desired.traffic_limit_bytes,
         desired.device_limit,
         list(desired.squad_ids),

@@ -7,6 +7,7 @@ here: one entitlement per order, a period that ends after it starts, only
 the eight operations, one idempotency key per operation, one open drift per
 entitlement and kind, one notice per kind and dedupe key.
 """
+
 from peewee import PostgresqlDatabase
 
 
@@ -14,14 +15,12 @@ def _in(values):
     return ", ".join(f"'{value}'" for value in values)
 
 
-ORDER_STATUSES = _in(("draft", "pending", "paid", "fulfilled", "cancelled", "expired", "partially_refunded", "refunded"))
-ORDER_OPERATIONS = _in(
-    ("purchase", "extension", "renewal", "upgrade", "downgrade", "addon", "gift", "code", "trial")
+ORDER_STATUSES = _in(
+    ("draft", "pending", "paid", "fulfilled", "cancelled", "expired", "partially_refunded", "refunded")
 )
+ORDER_OPERATIONS = _in(("purchase", "extension", "renewal", "upgrade", "downgrade", "addon", "gift", "code", "trial"))
 ENTITLEMENT_STATUSES = _in(("pending", "active", "limited", "disabled", "expired", "superseded", "failed", "paused"))
-OPERATIONS = _in(
-    ("create", "reconcile", "extend", "set_limits", "set_squads", "enable", "disable", "reset_traffic")
-)
+OPERATIONS = _in(("create", "reconcile", "extend", "set_limits", "set_squads", "enable", "disable", "reset_traffic"))
 OPERATION_STATUSES = _in(("pending", "running", "succeeded", "retrying", "failed", "cancelled"))
 DRIFT_KINDS = _in(("missing_remote", "expiry", "traffic", "device_limit", "squads", "status", "external_edit"))
 NOTICE_STATUSES = _in(("pending", "sent", "suppressed", "failed"))
@@ -135,7 +134,8 @@ POSTGRES = [
         detected_at TIMESTAMP NOT NULL,
         resolved_at TIMESTAMP
     )""",
-    "CREATE UNIQUE INDEX entitlement_drifts_one_open ON entitlement_drifts (entitlement_id, kind) WHERE status = 'open'",
+    """CREATE UNIQUE INDEX entitlement_drifts_one_open ON entitlement_drifts (entitlement_id, kind)
+       WHERE status = 'open'""",
     "CREATE INDEX entitlement_drifts_resolved ON entitlement_drifts (resolved_at) WHERE status <> 'open'",
     f"""CREATE TABLE operator_notices (
         id BIGSERIAL PRIMARY KEY,
@@ -205,9 +205,11 @@ TABLES = (
 def up(migrator, db):
     for statement in POSTGRES if isinstance(db, PostgresqlDatabase) else SQLITE:
         db.execute_sql(statement)
-    db.execute_sql("INSERT INTO maintenance_state (id, active, updated_at) VALUES (1, FALSE, CURRENT_TIMESTAMP)"
-                   if isinstance(db, PostgresqlDatabase)
-                   else "INSERT INTO maintenance_state (id, active, updated_at) VALUES (1, 0, CURRENT_TIMESTAMP)")
+    db.execute_sql(
+        "INSERT INTO maintenance_state (id, active, updated_at) VALUES (1, FALSE, CURRENT_TIMESTAMP)"
+        if isinstance(db, PostgresqlDatabase)
+        else "INSERT INTO maintenance_state (id, active, updated_at) VALUES (1, 0, CURRENT_TIMESTAMP)"
+    )
 
 
 def down(migrator, db):

@@ -7,4 +7,15 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 bash scripts/ensure-postgres.sh
+
+# The Remnawave contract test checks the adapter's requests with the official
+# contract's own zod schemas, in Node (tests/contract pins the package).
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+if ! command -v npm >/dev/null 2>&1; then
+  echo "npm is not installed: installing nodejs and npm from Debian's packages" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+npm ci --prefix tests/contract --no-audit --no-fund --loglevel=error >/dev/null
+
 exec .venv/bin/python -m pytest -q "$@"

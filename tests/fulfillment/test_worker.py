@@ -516,3 +516,16 @@ def test_each_operator_operation_is_applied_through_the_pipeline(panel, operatio
         ),
     }[operation]
     assert expected(user), user
+
+
+def test_reconcile_of_an_ended_entitlement_keeps_the_panels_expiry_instead_of_failing(panel):
+    settlement = settle()
+    run_operation(settlement.operation_id)
+    ended = utcnow().replace(microsecond=0) - datetime.timedelta(days=5)
+    Entitlement.update(ends_at=ended, starts_at=ended - datetime.timedelta(days=30), grace_period_hours=0).where(
+        Entitlement.id == settlement.entitlement_id
+    ).execute()
+    entitlement = Entitlement.get_by_id(settlement.entitlement_id)
+    reconcile = enqueue(entitlement, "reconcile", DesiredState.from_entitlement(entitlement), "reconcile:t:5")
+    run_operation(reconcile.id)
+    assert op(reconcile.id).status == "succeeded"
