@@ -23,6 +23,7 @@ MAINTENANCE_ACTIVE = "maintenance_active"
 REMOTE_USER_NOT_FOUND = "remote_user_not_found"
 REMNAWAVE_UNAVAILABLE = "remnawave_unavailable"
 INTERNAL_ERROR = "internal_error"
+LEASE_EXPIRED = "lease_expired"  # a run claimed the operation and never recorded (it died)
 
 NOTICE_FULFILLMENT_FAILURE = "fulfillment_failure"
 NOTICE_ORDER_PAID = "order_paid"

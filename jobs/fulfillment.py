@@ -205,10 +205,13 @@ def claim(operation_id):
         return Cancel(rules.INVALID_DESIRED_STATE)
     if desired.effective_at is not None and desired.effective_at > now:
         return Snooze((desired.effective_at - now).total_seconds())
-    if op.status == "running" and op.next_attempt_at is not None and op.next_attempt_at > now:
-        # Another run holds the lease; come back when it ends (and take over
-        # if that run died without recording).
-        return Snooze((op.next_attempt_at - now).total_seconds() + 1)
+    if op.status == "running":
+        if op.next_attempt_at is not None and op.next_attempt_at > now:
+            # Another run holds the lease; come back when it ends.
+            return Snooze((op.next_attempt_at - now).total_seconds() + 1)
+        # That run died (or stalled) without recording: say so in the history,
+        # so every attempt is explained, and take the operation over.
+        _history(op, op.attempt_count, "retrying", rules.LEASE_EXPIRED)
 
     entitlement = locked(Entitlement.select().where(Entitlement.id == op.entitlement_id)).get()
     if entitlement.status == "superseded":

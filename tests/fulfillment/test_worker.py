@@ -375,7 +375,11 @@ def test_a_stale_run_whose_lease_was_taken_over_discards_its_result(panel):
     assert op(settlement.operation_id).status == "running"
     retry_serializable(lambda: worker.record(second, worker.call(second)))
     assert op(settlement.operation_id).status == "succeeded"
-    assert [h.attempt for h in history(settlement.operation_id)] == [2]
+    rows = history(settlement.operation_id)
+    assert [(h.attempt, h.status, h.error_code) for h in rows] == [
+        (1, "retrying", rules.LEASE_EXPIRED),
+        (2, "succeeded", None),
+    ]
 
 
 def test_a_run_finding_a_live_lease_snoozes_until_it_ends(panel):
