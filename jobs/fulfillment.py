@@ -138,7 +138,11 @@ def fulfillment(operationId):
     decision = retry_serializable(lambda: claim(operationId))
     if isinstance(decision, Claim):
         outcome = call(decision)
-        decision = retry_serializable(lambda: record(decision, outcome))
+        try:
+            decision = retry_serializable(lambda: record(decision, outcome))
+        except Exception:
+            give_back_lease(decision)
+            raise
     if isinstance(decision, Snooze):
         raise JobSnooze(decision.seconds)
     if isinstance(decision, Retry):
@@ -462,6 +466,20 @@ def record(claim, outcome):
         ).execute()
     _history(op, claim.attempt, "succeeded", None, request_summary, observed)
     return Done("succeeded")
+
+
+def give_back_lease(claim):
+    """This run could not record its outcome: let the next run take over now
+    instead of when the 2-minute lease ends (it calls the panel again, which
+    is safe: every call is idempotent by construction)."""
+    try:
+        FulfillmentOperation.update(next_attempt_at=utcnow(), updated_at=utcnow()).where(
+            FulfillmentOperation.id == claim.operation_id,
+            FulfillmentOperation.status == "running",
+            FulfillmentOperation.attempt_count == claim.attempt,
+        ).execute()
+    except Exception:
+        logger.exception("could not give back a fulfillment lease", extra={"job_id": claim.operation_id})
 
 
 def _record_drifts(entitlement_id, drifts, now):

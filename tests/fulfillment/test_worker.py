@@ -533,3 +533,19 @@ def test_reconcile_of_an_ended_entitlement_keeps_the_panels_expiry_instead_of_fa
     reconcile = enqueue(entitlement, "reconcile", DesiredState.from_entitlement(entitlement), "reconcile:t:5")
     run_operation(reconcile.id)
     assert op(reconcile.id).status == "succeeded"
+
+
+def test_a_run_that_cannot_record_gives_its_lease_back(panel, monkeypatch):
+    settlement = settle()
+
+    def refused(claim, outcome):
+        raise RuntimeError("the database refused the record transaction")
+
+    monkeypatch.setattr(worker, "record", refused)
+    run_operation(settlement.operation_id)
+    operation = op(settlement.operation_id)
+    assert operation.status == "running" and operation.next_attempt_at <= utcnow()
+    monkeypatch.undo()
+    run_operation(settlement.operation_id)  # takes over at once instead of waiting out the lease
+    assert op(settlement.operation_id).status == "succeeded"
+    assert [(h.attempt, h.status) for h in history(settlement.operation_id)] == [(1, "retrying"), (2, "succeeded")]
