@@ -4,7 +4,7 @@
     python omniflow.py worker               run the queue consumer (the `worker` process)
     python omniflow.py jobs list [--state S] [--limit N]
     python omniflow.py jobs retry ID | jobs cancel ID
-    python omniflow.py demo [--seconds N]   development: SQLite, demo load, a worker, then the job list
+    python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
 
 `huey` (the application's queue) is importable from here as `omniflow.huey`.
@@ -141,19 +141,27 @@ def cmd_jobs(args):
 
 def cmd_demo(args):
     import migrations
-    from jobs import client, demo
+    from devtools import demo
+    from jobs import client
     from models import db
 
     bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
     migrations.apply(db.obj)
-    results = demo.enqueue_demo_load()
-    duplicates = sum(1 for result in results if result.skipped_as_duplicate)
-    print(f"demo: inserted {len(results) - duplicates} jobs, {duplicates} skipped as duplicate")
-    print(f"demo: running a worker for {args.seconds} s (Ctrl-C stops it early)")
-    run_worker(seconds=args.seconds)
-    print()
-    print_jobs(client.list(limit=30), client.counts())
-    print("\nsee them again with: python omniflow.py jobs list  (or --state dead_letter)")
+    load_job_kinds()
+    panel = demo.start_panel()
+    try:
+        settlements, repeated = demo.seed()
+        print(f"demo: fake Remnawave panel at {panel.base_url} (fails {demo.PANEL_FAIL_RATE:.0%} of calls)")
+        print(f"demo: settled {len(settlements)} orders; settling order {settlements[0].order_id} again "
+              f"{'changed nothing' if repeated else 'settled it twice (bug)'}")
+        print(f"demo: running a worker for {args.seconds:.0f} s (Ctrl-C stops it early)")
+        run_worker(seconds=args.seconds)
+        print()
+        print_jobs(client.list(limit=30), client.counts())
+        demo.report(panel)
+    finally:
+        panel.stop()
+    print("\nsee the rows again with: python omniflow.py jobs list  (or --state dead_letter)")
 
 
 def cmd_fake_remnawave(args):

@@ -1,0 +1,68 @@
+"""The development demo: paid orders become users on a fake Remnawave panel.
+
+`python omniflow.py demo` migrates the local SQLite file, starts the fake
+panel in-process (it fails one call in five, so retries show), settles a few
+orders (one twice: the second settlement changes nothing) plus one whose
+operation carries a corrupt desired state (it fails for good and lands in
+the dead-letter view), runs the worker, and prints what happened.
+"""
+import json
+
+from commerce.settlement import settle_order
+from models.commerce import Customer, Order, Plan
+from models.fulfillment import FulfillmentOperation
+
+DEMO_TOKEN = "demo-panel-token-0123456789"
+DEMO_ORDERS = 5
+PANEL_FAIL_RATE = 0.2
+
+
+def start_panel():
+    from fakes.remnawave import FakeRemnawave
+    from integrations.remnawave import RemnawaveClient
+    from jobs.fulfillment import use_panel
+
+    panel = FakeRemnawave(token=DEMO_TOKEN, seed=1)
+    panel.start()
+    panel.set_faults(fail_rate=PANEL_FAIL_RATE)
+    use_panel(RemnawaveClient(panel.base_url, DEMO_TOKEN))
+    return panel
+
+
+def seed():
+    """Settle the demo orders; returns (settlements, duplicates skipped)."""
+    plan = Plan.get_or_none(Plan.code == "demo-monthly") or Plan.create(
+        code="demo-monthly",
+        name="Demo monthly",
+        duration_days=30,
+        traffic_allowance_bytes=100 << 30,
+        device_limit=3,
+        squad_ids=json.dumps(["7c4b1f0e-2a3d-4e5f-8a6b-9c0d1e2f3a4b"]),
+        grace_period_hours=24,
+        price_minor=499,
+    )
+    settlements = []
+    for index in range(DEMO_ORDERS):
+        customer = Customer.create(display_name=f"demo customer {index + 1}")
+        order = Order.create(customer=customer, plan=plan, operation="purchase", amount_minor=plan.price_minor)
+        settlements.append(settle_order(order.id, "provider_webhook"))
+    repeated = settle_order(settlements[0].order_id, "provider_webhook")
+    broken = settlements[-1]
+    FulfillmentOperation.update(desired_state="{not json").where(
+        FulfillmentOperation.id == broken.operation_id
+    ).execute()
+    return settlements, repeated.already_settled
+
+
+def report(panel):
+    print(f"\n{'operation':>9}  {'kind':<10} {'status':<10} {'attempts':>8}  error")
+    for operation in FulfillmentOperation.select().order_by(FulfillmentOperation.id):
+        print(
+            f"{operation.id:>9}  {operation.operation:<10} {operation.status:<10} {operation.attempt_count:>8}  "
+            f"{operation.last_error_code or ''}"
+        )
+    print(f"\n{'panel user':<26} {'status':<9} expires")
+    for user in panel.users():
+        print(f"{user['username']:<26} {user['status']:<9} {user['expireAt']}")
+    calls = ", ".join(f"{route}: {n}" for route, n in sorted(panel.stats()["calls"].items()))
+    print(f"\npanel calls: {calls}")
