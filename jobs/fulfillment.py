@@ -27,11 +27,10 @@ from fulfillment.desired_state import DesiredState, InvalidDesiredState, observe
 from fulfillment.usernames import candidate_usernames, username_for
 from jobs import UNIQUE_THROUGH_COMPLETED, JobCancel, JobSnooze, huey
 from jobs.engine.executor import release_connection
-from models.base import utcnow
+from models.base import db, utcnow
 from models.commerce import Order, Subscription
 from models.fulfillment import OPERATIONS, Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
-from models.transactions import locked, retry_serializable
-from ops import maintenance
+from models.transactions import is_postgres, locked, retry_serializable
 from ops.records import queue_notice
 
 logger = logging.getLogger("omniflow.fulfillment")
@@ -99,6 +98,8 @@ class Claim:
     customer_id: str
     slot: int
     remote_user_id: str
+    has_open_drifts: bool = True
+    has_earlier_entitlements: bool = True
 
 
 @dataclass
@@ -217,19 +218,15 @@ def claim(operation_id):
         # so every attempt is explained, and take the operation over.
         _history(op, op.attempt_count, "retrying", rules.LEASE_EXPIRED)
 
-    entitlement = locked(Entitlement.select().where(Entitlement.id == op.entitlement_id)).get()
-    if entitlement.status == "superseded":
+    context = _context(op.entitlement_id)
+    if context.status == "superseded":
         return _cancel(op, rules.ENTITLEMENT_SUPERSEDED, now)
-    if op.operation == "create":
-        order_status = Order.select(Order.status).where(Order.id == entitlement.order_id).scalar()
-        if order_status not in PAID_ORDER_STATES:
-            code = rules.ORDER_REFUNDED if order_status == "refunded" else rules.ORDER_NOT_PAID
-            if entitlement.status == "pending":
-                Entitlement.update(status="superseded", updated_at=now).where(
-                    Entitlement.id == entitlement.id
-                ).execute()
-            return _cancel(op, code, now)
-    if maintenance.is_active():
+    if op.operation == "create" and context.order_status not in PAID_ORDER_STATES:
+        code = rules.ORDER_REFUNDED if context.order_status == "refunded" else rules.ORDER_NOT_PAID
+        if context.status == "pending":
+            Entitlement.update(status="superseded", updated_at=now).where(Entitlement.id == context.id).execute()
+        return _cancel(op, code, now)
+    if context.maintenance_active:
         # Held, not run: the attempt counter stays, so a hold costs no retry budget.
         _set(
             op,
@@ -247,20 +244,74 @@ def claim(operation_id):
         attempt_count=attempt,
         next_attempt_at=now + datetime.timedelta(seconds=rules.CLAIM_LEASE_S),
     )
-    subscription = Subscription.get_by_id(entitlement.subscription_id)
     return Claim(
         operation_id=op.id,
         attempt=attempt,
         operation=op.operation,
         correlation_id=op.correlation_id,
         desired=desired,
-        entitlement_id=entitlement.id,
-        grace_period_hours=entitlement.grace_period_hours,
-        paused=entitlement.paused_at is not None,
-        subscription_id=subscription.id,
-        customer_id=subscription.customer_id,
-        slot=subscription.slot,
-        remote_user_id=subscription.remote_user_id,
+        entitlement_id=context.id,
+        grace_period_hours=context.grace_period_hours,
+        paused=context.paused,
+        subscription_id=context.subscription_id,
+        customer_id=context.customer_id,
+        slot=context.slot,
+        remote_user_id=context.remote_user_id,
+        has_open_drifts=context.has_open_drifts,
+        has_earlier_entitlements=context.has_earlier_entitlements,
+    )
+
+
+@dataclass(frozen=True)
+class RunContext:
+    id: int
+    status: str
+    order_id: int
+    paused: bool
+    grace_period_hours: int
+    subscription_id: str
+    customer_id: str
+    slot: int
+    remote_user_id: str
+    order_status: str
+    maintenance_active: bool
+    has_open_drifts: bool
+    has_earlier_entitlements: bool
+
+
+# One statement instead of five: the entitlement (locked), its subscription
+# and order, the maintenance switch (checked inside the claim, SPEC 2.15),
+# and whether record will have drifts to close or entitlements to supersede.
+_CONTEXT_SQL = """
+SELECT e.id, e.status, e.order_id, e.paused_at, e.grace_period_hours,
+       s.id, s.customer_id, s.slot, s.remote_user_id, o.status,
+       (SELECT m.active FROM maintenance_state m WHERE m.id = 1),
+       EXISTS (SELECT 1 FROM entitlement_drifts d WHERE d.entitlement_id = e.id AND d.status = 'open'),
+       EXISTS (SELECT 1 FROM entitlements p
+               WHERE p.subscription_id = e.subscription_id AND p.id < e.id AND p.status <> 'superseded')
+FROM entitlements e
+JOIN subscriptions s ON s.id = e.subscription_id
+JOIN orders o ON o.id = e.order_id
+WHERE e.id = {param}"""
+
+
+def _context(entitlement_id):
+    sql = _CONTEXT_SQL.format(param=db.obj.param) + (" FOR UPDATE OF e" if is_postgres() else "")
+    row = db.execute_sql(sql, [entitlement_id]).fetchone()
+    return RunContext(
+        id=row[0],
+        status=row[1],
+        order_id=row[2],
+        paused=row[3] is not None,
+        grace_period_hours=row[4],
+        subscription_id=row[5],
+        customer_id=row[6],
+        slot=row[7],
+        remote_user_id=row[8],
+        order_status=row[9],
+        maintenance_active=bool(row[10]),
+        has_open_drifts=bool(row[11]),
+        has_earlier_entitlements=bool(row[12]),
     )
 
 
@@ -454,13 +505,15 @@ def record(claim, outcome):
     Subscription.update(
         remote_user_id=str(remote.id), remote_username=remote.username, observed_state=json.dumps(observed)
     ).where(Subscription.id == claim.subscription_id).execute()
-    _record_drifts(entitlement.id, outcome.drifts, now)
+    if outcome.drifts or claim.has_open_drifts:
+        _record_drifts(entitlement.id, outcome.drifts, now)
     if claim.operation == "create":
-        Entitlement.update(status="superseded", updated_at=now).where(
-            Entitlement.subscription == claim.subscription_id,
-            Entitlement.id < entitlement.id,
-            Entitlement.status != "superseded",
-        ).execute()
+        if claim.has_earlier_entitlements:
+            Entitlement.update(status="superseded", updated_at=now).where(
+                Entitlement.subscription == claim.subscription_id,
+                Entitlement.id < entitlement.id,
+                Entitlement.status != "superseded",
+            ).execute()
         Order.update(status="fulfilled", fulfilled_at=now).where(
             Order.id == entitlement.order_id, Order.status == "paid"
         ).execute()
