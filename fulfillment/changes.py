@@ -130,19 +130,9 @@ def pause(customer_id, subscription_id, request_id, actor, reason):
         if entitlement.paused_at is not None:
             raise ChangeRejected("already_paused", "this subscription is already paused", 409)
         now = utcnow().replace(microsecond=0)
-        Entitlement.update(paused_at=now, status="paused", updated_at=now).where(
-            Entitlement.id == entitlement.id
-        ).execute()
-        entitlement = Entitlement.get_by_id(entitlement.id)
-        enqueued = enqueue_operation(
-            entitlement,
-            "disable",
-            DesiredState.from_entitlement(entitlement),
-            f"panel:{subscription_id}:disable:{request_id}",
-            correlation_id=f"panel:{request_id}",
+        return _apply_pause_change(
+            entitlement, "disable", "paused", request_id, actor, reason, paused_at=now, status="paused"
         )
-        record_audit("subscriptions", "panel.subscription.paused", actor, reason, "subscription", subscription_id)
-        return enqueued.operation
 
 
 def resume(customer_id, subscription_id, request_id, actor, reason):
@@ -155,19 +145,33 @@ def resume(customer_id, subscription_id, request_id, actor, reason):
         now = utcnow().replace(microsecond=0)
         ends_at = entitlement.ends_at + max(now - entitlement.paused_at, datetime.timedelta(0))
         # Until the enable is applied the panel user is still disabled.
-        Entitlement.update(paused_at=None, ends_at=ends_at, status="disabled", updated_at=now).where(
-            Entitlement.id == entitlement.id
-        ).execute()
-        entitlement = Entitlement.get_by_id(entitlement.id)
-        enqueued = enqueue_operation(
+        return _apply_pause_change(
             entitlement,
             "enable",
-            DesiredState.from_entitlement(entitlement),
-            f"panel:{subscription_id}:enable:{request_id}",
-            correlation_id=f"panel:{request_id}",
+            "resumed",
+            request_id,
+            actor,
+            reason,
+            paused_at=None,
+            ends_at=ends_at,
+            status="disabled",
         )
-        record_audit("subscriptions", "panel.subscription.resumed", actor, reason, "subscription", subscription_id)
-        return enqueued.operation
+
+
+def _apply_pause_change(entitlement, operation, audit_verb, request_id, actor, reason, **changes):
+    """Write the entitlement's new clock, queue the panel operation, audit; in the caller's transaction."""
+    Entitlement.update(updated_at=utcnow(), **changes).where(Entitlement.id == entitlement.id).execute()
+    entitlement = Entitlement.get_by_id(entitlement.id)
+    subscription_id = entitlement.subscription_id
+    enqueued = enqueue_operation(
+        entitlement,
+        operation,
+        DesiredState.from_entitlement(entitlement),
+        f"panel:{subscription_id}:{operation}:{request_id}",
+        correlation_id=f"panel:{request_id}",
+    )
+    record_audit("subscriptions", f"panel.subscription.{audit_verb}", actor, reason, "subscription", subscription_id)
+    return enqueued.operation
 
 
 def _owned_entitlement(customer_id, subscription_id):
