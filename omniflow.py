@@ -2,6 +2,7 @@
 
     python omniflow.py migrate              apply pending schema migrations (the `release` process)
     python omniflow.py worker               run the queue consumer (the `worker` process)
+    python omniflow.py web                  serve the HTTP API on $PORT (the `web` process)
     python omniflow.py jobs list [--state S] [--limit N]
     python omniflow.py jobs retry ID | jobs cancel ID
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
@@ -95,6 +96,14 @@ def cmd_worker(args):
     run_worker(shutdown_timeout=args.shutdown_timeout)
 
 
+def cmd_web(args):
+    from web.app import WEB_THREADS, create_app, serve
+
+    settings = bootstrap(pool_size=WEB_THREADS + 2)
+    load_job_kinds()  # the kinds' rules (queue, uniqueness) for the jobs web inserts; web never runs them
+    serve(create_app(settings), settings.port)
+
+
 def _format_time(value):
     return value.strftime("%H:%M:%S") if value else "-"
 
@@ -183,6 +192,7 @@ def build_parser():
         help="seconds to let running jobs finish after SIGTERM/SIGINT before handing them back",
     )
     worker_parser.set_defaults(run=cmd_worker)
+    commands.add_parser("web", help="serve the HTTP API on $PORT").set_defaults(run=cmd_web)
 
     jobs_parser = commands.add_parser("jobs", help="list, retry or cancel job rows")
     jobs_actions = jobs_parser.add_subparsers(dest="action", required=True)

@@ -33,10 +33,8 @@ _PATTERNS = [
     (re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"), REDACTED),
     # URLs: keep scheme and host (useful: which service failed), drop
     # user-info, path and query (where subscription links and tokens live).
-    (
-        re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)(?:[^\s/@]+@)?([^\s/?#\"']+)[^\s\"'<>]*"),
-        r"\1\2/" + REDACTED,
-    ),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@\"'<>]+@"), r"\1" + REDACTED + "@"),
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#\"'<>]+)[/?#][^\s\"'<>]+"), r"\1/" + REDACTED),
     # UUIDs (squads, users, subscriptions).
     (re.compile(r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), REDACTED),
     # Long opaque tokens: runs of 32+ url-safe characters mixing letters and

@@ -41,3 +41,8 @@ def test_plain_error_text_and_code_identifiers_survive():
 
 def test_long_text_is_capped():
     assert len(redact("x " * 5000)) < 2100
+
+
+def test_credentials_in_urls_are_removed_and_bare_hosts_left_readable():
+    assert "pw-secret" not in redact("postgresql://omniflow:pw-secret@db:5432/omniflow")
+    assert redact("Serving on http://0.0.0.0:8765/") == "Serving on http://0.0.0.0:8765/"

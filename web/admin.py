@@ -1,0 +1,165 @@
+"""The admin API over the operator bearer token (SPEC 4.1, 4.3).
+
+GET  /v1/admin/jobs?state=&limit=       queue rows (default: the dead letters)
+POST /v1/admin/jobs/{jobID}/retry       back to available (River's rules)
+POST /v1/admin/jobs/{jobID}/cancel
+GET  /v1/admin/outbox                   {pendingCount, oldestAgeSeconds}
+
+Job args are summarised (their keys), never echoed; the last error is
+redacted; the token is compared in constant time.
+"""
+
+import datetime
+import hmac
+import json
+import logging
+from functools import wraps
+
+import bottle
+from peewee import fn
+
+import migrations
+from jobs import JobMutationRejected, JobNotFound, client
+from jobs.engine.states import DEAD_LETTER_STATES
+from models.base import db, utcnow
+from models.ops import OutboxEvent
+from web import problems
+from web.problems import Problem
+
+logger = logging.getLogger("omniflow.web.admin")
+
+LISTABLE_STATES = {
+    "dead_letter": DEAD_LETTER_STATES,
+    "retryable": ("retryable",),
+    "running": ("running",),
+    "available": ("available",),
+    "scheduled": ("scheduled",),
+    "completed": ("completed",),
+}
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+def _iso(value):
+    return value.isoformat(timespec="seconds") + "Z" if value else None
+
+
+def job_json(view):
+    return {
+        "id": view.id,
+        "kind": view.kind,
+        "queue": view.queue,
+        "state": view.state,
+        "attempt": view.attempt,
+        "maxAttempts": view.max_attempts,
+        "createdAt": _iso(view.created_at),
+        "attemptedAt": _iso(view.attempted_at),
+        "errorCount": view.error_count,
+        "lastError": view.last_error,
+        "args": {"keys": sorted(view.args)},
+    }
+
+
+def _json(status, body):
+    bottle.response.status = status
+    bottle.response.content_type = "application/json"
+    bottle.response.set_header(problems.REQUEST_ID_HEADER, problems.request_id())
+    return json.dumps(body)
+
+
+def _parse_limit(raw):
+    if raw is None or raw == "":
+        return DEFAULT_LIMIT
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+        raise Problem(400, problems.INVALID_LIMIT, f"limit must be a whole number from 1 to {MAX_LIMIT}")
+    return int(raw)
+
+
+def _parse_job_id(raw):
+    if not raw.isdigit() or len(raw) > 18:
+        raise Problem(400, problems.INVALID_JOB_ID, "a job id is a positive whole number")
+    return int(raw)
+
+
+def build(operator_token):
+    app = bottle.Bottle()
+    problems.install(app)
+
+    def guarded(route):
+        @wraps(route)
+        def wrapper(*args, **kwargs):
+            header = bottle.request.get_header("Authorization", "")
+            given = header[len("Bearer ") :] if header.startswith("Bearer ") else ""
+            # Without a configured token nothing is accepted.
+            if not operator_token or not hmac.compare_digest(given.encode(), operator_token.encode()):
+                bottle.response.set_header("WWW-Authenticate", "Bearer")
+                return problems.problem(401, problems.UNAUTHORIZED, "a valid operator bearer token is required")
+            try:
+                _require_jobs()
+                return route(*args, **kwargs)
+            except Problem as error:
+                return problems.problem(error.status, error.code, error.detail)
+            finally:
+                if not db.is_closed() and not db.in_transaction():
+                    db.close()
+
+        return wrapper
+
+    @app.get("/v1/admin/jobs")
+    @guarded
+    def list_jobs():
+        state = bottle.request.query.get("state") or "dead_letter"
+        if state not in LISTABLE_STATES:
+            raise Problem(400, problems.INVALID_STATE, f"state must be one of {', '.join(LISTABLE_STATES)}")
+        limit = _parse_limit(bottle.request.query.get("limit"))
+        views = client.list(LISTABLE_STATES[state], limit=limit)
+        return _json(200, {"state": state, "limit": limit, "jobs": [job_json(v) for v in views]})
+
+    @app.post("/v1/admin/jobs/<job_id>/retry")
+    @guarded
+    def retry_job(job_id):
+        return _mutate(_parse_job_id(job_id), client.retry)
+
+    @app.post("/v1/admin/jobs/<job_id>/cancel")
+    @guarded
+    def cancel_job(job_id):
+        return _mutate(_parse_job_id(job_id), lambda i: client.cancel(i, reason="cancelled through the admin API"))
+
+    @app.get("/v1/admin/outbox")
+    @guarded
+    def outbox():
+        pending = OutboxEvent.select().where(OutboxEvent.published_at.is_null())
+        oldest = pending.select(fn.MIN(OutboxEvent.created_at)).scalar()
+        if isinstance(oldest, str):  # SQLite answers an aggregate as text
+            oldest = datetime.datetime.fromisoformat(oldest)
+        age = max(0, int((utcnow() - oldest).total_seconds())) if oldest else 0
+        return _json(200, {"pendingCount": pending.count(), "oldestAgeSeconds": age})
+
+    return app
+
+
+def _mutate(job_id, change):
+    try:
+        view = change(job_id)
+    except JobNotFound:
+        raise Problem(404, problems.JOB_NOT_FOUND, f"job {job_id} does not exist") from None
+    except JobMutationRejected as rejected:
+        raise Problem(422, problems.JOB_MUTATION_REJECTED, str(rejected)) from None
+    return _json(200, {"job": job_json(view)})
+
+
+_schema_current = set()  # databases seen migrated (release migrates before web starts)
+
+
+def _require_jobs():
+    """503 jobs_unavailable when this process cannot reach a migrated queue."""
+    if id(db.obj) in _schema_current:
+        return
+    try:
+        waiting = migrations.pending(db.obj)
+    except Exception:
+        logger.exception("job queue unreachable")
+        raise Problem(503, problems.JOBS_UNAVAILABLE, "the job queue is unreachable") from None
+    if waiting:
+        raise Problem(503, problems.JOBS_UNAVAILABLE, "the job queue's schema is not migrated")
+    _schema_current.add(id(db.obj))

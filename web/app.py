@@ -1,0 +1,21 @@
+"""The web process's WSGI application, and serving it with waitress."""
+
+import bottle
+
+from web import admin, health, problems
+
+WEB_THREADS = 8
+
+
+def create_app(settings):
+    app = bottle.Bottle()
+    problems.install(app)
+    app.merge(health.build())
+    app.merge(admin.build(settings.operator_token))
+    return app
+
+
+def serve(app, port, host="0.0.0.0"):
+    import waitress
+
+    waitress.serve(app, host=host, port=port, threads=WEB_THREADS, ident="omniflow")

@@ -1,0 +1,76 @@
+"""Errors as application/problem+json with a machine-readable code and the request id.
+
+Every error answer of every route goes through `problem()`, so no route can
+answer with a stack trace, a provider body or a secret (SPEC 12.4).
+"""
+
+import json
+import uuid
+
+import bottle
+
+from security.redactor import redact
+
+UNAUTHORIZED = "unauthorized"
+NOT_FOUND = "not_found"
+METHOD_NOT_ALLOWED = "method_not_allowed"
+INVALID_STATE = "invalid_state"
+INVALID_LIMIT = "invalid_limit"
+INVALID_JOB_ID = "invalid_job_id"
+JOB_NOT_FOUND = "job_not_found"
+JOB_MUTATION_REJECTED = "job_mutation_rejected"
+JOBS_UNAVAILABLE = "jobs_unavailable"
+INTERNAL_ERROR = "internal_error"
+
+REQUEST_ID_HEADER = "X-Request-ID"
+
+
+class Problem(Exception):
+    """Raise from a route to answer with a problem document."""
+
+    def __init__(self, status, code, detail):
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+def request_id():
+    """The caller's X-Request-ID when it is sane, else one made for this request."""
+    environ = bottle.request.environ
+    if "omniflow.request_id" not in environ:
+        given = bottle.request.get_header(REQUEST_ID_HEADER, "")
+        environ["omniflow.request_id"] = (
+            given if given and len(given) <= 64 and given.isprintable() else str(uuid.uuid4())
+        )
+    return environ["omniflow.request_id"]
+
+
+def problem(status, code, detail):
+    bottle.response.status = status
+    bottle.response.content_type = "application/problem+json"
+    bottle.response.set_header(REQUEST_ID_HEADER, request_id())
+    return json.dumps(
+        {
+            "type": "about:blank",
+            "title": bottle.HTTP_CODES.get(status, "Error"),
+            "status": status,
+            "code": code,
+            "detail": redact(detail),
+            "requestId": request_id(),
+        }
+    )
+
+
+def install(app):
+    """Make every error answer a problem document."""
+
+    def handler(status, code, detail):
+        def handle(error):
+            return problem(status, code, detail)
+
+        return handle
+
+    app.error_handler[404] = handler(404, NOT_FOUND, "no such route")
+    app.error_handler[405] = handler(405, METHOD_NOT_ALLOWED, "method not allowed on this route")
+    app.error_handler[500] = handler(500, INTERNAL_ERROR, "internal error; see the server log with this request id")
