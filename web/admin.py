@@ -4,6 +4,8 @@ GET  /v1/admin/jobs?state=&limit=       queue rows (default: the dead letters)
 POST /v1/admin/jobs/{jobID}/retry       back to available (River's rules)
 POST /v1/admin/jobs/{jobID}/cancel
 GET  /v1/admin/outbox                   {pendingCount, oldestAgeSeconds}
+GET  /v1/admin/maintenance              the maintenance switch (SPEC 9)
+POST /v1/admin/maintenance              {"active": bool, "reason": "..."}: turn it on or off (audited)
 
 Job args are summarised (their keys), never echoed; the last error is
 redacted; the token is compared in constant time.
@@ -22,7 +24,8 @@ import migrations
 from jobs import JobMutationRejected, JobNotFound, client
 from jobs.engine.states import DEAD_LETTER_STATES
 from models.base import db, utcnow
-from models.ops import OutboxEvent
+from models.ops import MaintenanceState, OutboxEvent
+from ops import maintenance
 from web import problems
 from web.problems import Problem
 
@@ -135,7 +138,40 @@ def build(operator_token):
         age = max(0, int((utcnow() - oldest).total_seconds())) if oldest else 0
         return _json(200, {"pendingCount": pending.count(), "oldestAgeSeconds": age})
 
+    @app.get("/v1/admin/maintenance")
+    @guarded
+    def maintenance_state():
+        return _json(200, _maintenance_json())
+
+    @app.post("/v1/admin/maintenance")
+    @guarded
+    def set_maintenance():
+        body = _json_body()
+        active, reason = body.get("active"), body.get("reason")
+        if not isinstance(active, bool):
+            raise Problem(400, problems.INVALID_BODY, "active must be true or false")
+        if not isinstance(reason, str) or not reason.strip():
+            raise Problem(400, problems.REASON_REQUIRED, "a reason is required to change maintenance mode")
+        with db.atomic():
+            maintenance.set_mode(active, reason.strip()[:500], actor="admin-api")
+        return _json(200, _maintenance_json())
+
     return app
+
+
+def _json_body():
+    try:
+        body = json.loads(bottle.request.body.read(64 * 1024) or b"null")
+    except ValueError:
+        raise Problem(400, problems.INVALID_BODY, "the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise Problem(400, problems.INVALID_BODY, "the body must be a JSON object")
+    return body
+
+
+def _maintenance_json():
+    state = MaintenanceState.get_by_id(maintenance.MAINTENANCE_ROW)
+    return {"active": bool(state.active), "since": _iso(state.since), "reason": state.reason}
 
 
 def _mutate(job_id, change):

@@ -20,6 +20,8 @@ INVALID_JOB_ID = "invalid_job_id"
 JOB_NOT_FOUND = "job_not_found"
 JOB_MUTATION_REJECTED = "job_mutation_rejected"
 JOBS_UNAVAILABLE = "jobs_unavailable"
+INVALID_BODY = "invalid_body"
+REASON_REQUIRED = "reason_required"
 INTERNAL_ERROR = "internal_error"
 
 REQUEST_ID_HEADER = "X-Request-ID"

@@ -196,3 +196,34 @@ def test_a_process_without_a_migrated_queue_answers_jobs_unavailable(tmp_path):
         server.close()
         thread.join(5)
         database.close()
+
+
+def test_maintenance_switch_needs_a_reason_is_audited_and_holds_fulfillment(web):
+    from models.ops import AuditEvent
+    from ops import maintenance
+
+    assert get(web, "/v1/admin/maintenance").json() == {"active": False, "since": None, "reason": None}
+    for body in ({"active": True}, {"active": True, "reason": "  "}, {"active": "yes", "reason": "x"}, [1]):
+        response = requests.post(web + "/v1/admin/maintenance", headers=AUTH, json=body, timeout=5)
+        assert response.status_code == 400 and response.json()["code"] in ("reason_required", "invalid_body")
+    assert_problem(
+        requests.post(web + "/v1/admin/maintenance", headers=AUTH, data="{not json", timeout=5), 400, "invalid_body"
+    )
+    assert not maintenance.is_active() and AuditEvent.select().count() == 0
+
+    on = requests.post(
+        web + "/v1/admin/maintenance", headers=AUTH, json={"active": True, "reason": "panel upgrade"}, timeout=5
+    )
+    assert on.status_code == 200 and on.json()["active"] is True and on.json()["reason"] == "panel upgrade"
+    assert maintenance.is_active()
+    audit = AuditEvent.get()
+    assert (audit.action, audit.reason, audit.category) == ("maintenance.enabled", "panel upgrade", "system")
+    off = requests.post(
+        web + "/v1/admin/maintenance", headers=AUTH, json={"active": False, "reason": "done"}, timeout=5
+    )
+    assert off.json()["active"] is False and not maintenance.is_active()
+    assert_problem(
+        requests.post(web + "/v1/admin/maintenance", json={"active": True, "reason": "x"}, timeout=5),
+        401,
+        "unauthorized",
+    )
