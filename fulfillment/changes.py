@@ -65,20 +65,13 @@ def request_change(
     if operation not in OFFERED:
         raise ChangeRejected("unsupported_operation", f"unknown operation {operation!r}", 422)
     with db.atomic():
-        subscription = Subscription.get_or_none(
-            (Subscription.id == subscription_id) & (Subscription.customer == customer_id)
-        )
-        if subscription is None:
-            raise ChangeRejected("subscription_not_found", "no such subscription for this customer", 404)
-        entitlement = current_entitlement(subscription.id)
-        if entitlement is None or subscription.remote_user_id is None:
-            raise ChangeRejected("not_provisioned", "this subscription was never provisioned", 409)
+        entitlement = _owned_entitlement(customer_id, subscription_id)
         desired, changes = _desired_for(entitlement, operation, ends_at, traffic_bytes, device_limit, squad_ids)
         enqueued = enqueue_operation(
             entitlement,
             operation,
             desired,
-            f"panel:{subscription.id}:{operation}:{request_id}",
+            f"panel:{entitlement.subscription_id}:{operation}:{request_id}",
             correlation_id=f"panel:{request_id}",
         )
         if enqueued.created:
@@ -92,7 +85,7 @@ def request_change(
                 actor,
                 reason=reason,
                 subject_type="subscription",
-                subject_id=subscription.id,
+                subject_id=entitlement.subscription_id,
                 details={"operationId": enqueued.operation.id, "entitlementId": entitlement.id},
             )
         operation_row = enqueued.operation
