@@ -361,6 +361,12 @@ class RemnawaveClient:
         session = getattr(self._local, "session", None)
         if session is None:
             session = requests.Session()
+            # The environment (proxies, CA bundle) is read once here rather than
+            # on every request; and no ~/.netrc can replace the bearer token.
+            settings = session.merge_environment_settings(self._base_url, {}, None, None, None)
+            session.trust_env = False
+            session.proxies = settings["proxies"]
+            session.verify = settings["verify"]
             self._local.session = session
         return session
 

@@ -27,10 +27,9 @@ from fulfillment.desired_state import DesiredState, InvalidDesiredState, observe
 from fulfillment.usernames import candidate_usernames, username_for
 from jobs import UNIQUE_THROUGH_COMPLETED, JobCancel, JobSnooze, huey
 from jobs.engine.executor import release_connection
-from models.base import db, utcnow
-from models.commerce import Order, Subscription
-from models.fulfillment import OPERATIONS, Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
-from models.transactions import is_postgres, locked, retry_serializable
+from models.base import utcnow
+from models.fulfillment import OPERATIONS, EntitlementDrift, FulfillmentOperation
+from models.transactions import execute_all, fetch_one, is_postgres, retry_serializable
 from ops.records import queue_notice
 
 logger = logging.getLogger("omniflow.fulfillment")
@@ -155,31 +154,50 @@ def fulfillment(operationId):
 # -- 1. claim ----------------------------------------------------------------------------
 
 
-def _operation(operation_id):
-    return locked(FulfillmentOperation.select().where(FulfillmentOperation.id == operation_id)).first()
+@dataclass
+class OperationRow:
+    """The operation as claim and record read it (a plain row: the hot path skips the ORM)."""
+
+    id: int
+    entitlement_id: int
+    operation: str
+    status: str
+    desired_state: str
+    attempt_count: int
+    next_attempt_at: datetime.datetime | None
+    correlation_id: str
 
 
 def _history(op, attempt, status, error_code=None, request_summary=None, response_summary=None):
-    FulfillmentHistory.create(
-        operation=op.id,
-        attempt=attempt,
-        status=status,
-        error_code=error_code,
-        correlation_id=op.correlation_id,
-        request_summary=json.dumps(request_summary) if request_summary is not None else None,
-        response_summary=json.dumps(response_summary) if response_summary is not None else None,
-        created_at=utcnow(),
+    return (
+        "INSERT INTO fulfillment_history (operation_id, attempt, status, error_code, correlation_id,"
+        " request_summary, response_summary, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            op.id,
+            attempt,
+            status,
+            error_code,
+            op.correlation_id,
+            json.dumps(request_summary) if request_summary is not None else None,
+            json.dumps(response_summary) if response_summary is not None else None,
+            utcnow(),
+        ),
     )
 
 
 def _set(op, **values):
     values["updated_at"] = utcnow()
-    FulfillmentOperation.update(**values).where(FulfillmentOperation.id == op.id).execute()
+    columns = ", ".join(f"{column} = %s" for column in values)
+    return (f"UPDATE fulfillment_operations SET {columns} WHERE id = %s", (*values.values(), op.id))
 
 
 def _cancel(op, code, now):
-    _set(op, status="cancelled", last_error_code=code, completed_at=now)
-    _history(op, op.attempt_count, "cancelled", code)
+    execute_all(
+        [
+            _set(op, status="cancelled", last_error_code=code, completed_at=now),
+            _history(op, op.attempt_count, "cancelled", code),
+        ]
+    )
     logger.info("fulfillment operation cancelled", extra={"job_id": op.id, "error": code})
     return Cancel(code)
 
@@ -194,9 +212,10 @@ def _notify_failure(op, entitlement_id, code, status):
 
 def claim(operation_id):
     now = utcnow()
-    op = _operation(operation_id)
-    if op is None:
+    found = _claim_context(operation_id)
+    if found is None:
         return Done("operation_missing")
+    op, context = found
     if op.status in FINISHED:
         return Done(op.status)
     if op.operation not in OPERATIONS:
@@ -204,46 +223,63 @@ def claim(operation_id):
     try:
         desired = DesiredState.parse(op.desired_state)
     except InvalidDesiredState:
-        _set(op, status="failed", last_error_code=rules.INVALID_DESIRED_STATE, completed_at=now)
-        _history(op, op.attempt_count, "failed", rules.INVALID_DESIRED_STATE)
+        execute_all(
+            [
+                _set(op, status="failed", last_error_code=rules.INVALID_DESIRED_STATE, completed_at=now),
+                _history(op, op.attempt_count, "failed", rules.INVALID_DESIRED_STATE),
+            ]
+        )
         _notify_failure(op, op.entitlement_id, rules.INVALID_DESIRED_STATE, "failed")
         return Cancel(rules.INVALID_DESIRED_STATE)
     if desired.effective_at is not None and desired.effective_at > now:
         return Snooze((desired.effective_at - now).total_seconds())
+    writes = []
     if op.status == "running":
         if op.next_attempt_at is not None and op.next_attempt_at > now:
             # Another run holds the lease; come back when it ends.
             return Snooze((op.next_attempt_at - now).total_seconds() + 1)
         # That run died (or stalled) without recording: say so in the history,
         # so every attempt is explained, and take the operation over.
-        _history(op, op.attempt_count, "retrying", rules.LEASE_EXPIRED)
+        writes.append(_history(op, op.attempt_count, "retrying", rules.LEASE_EXPIRED))
 
-    context = _context(op.entitlement_id)
     if context.status == "superseded":
+        execute_all(writes)
         return _cancel(op, rules.ENTITLEMENT_SUPERSEDED, now)
     if op.operation == "create" and context.order_status not in PAID_ORDER_STATES:
         code = rules.ORDER_REFUNDED if context.order_status == "refunded" else rules.ORDER_NOT_PAID
         if context.status == "pending":
-            Entitlement.update(status="superseded", updated_at=now).where(Entitlement.id == context.id).execute()
+            writes.append(
+                (
+                    "UPDATE entitlements SET status = 'superseded', updated_at = %s WHERE id = %s",
+                    (now, context.id),
+                )
+            )
+        execute_all(writes)
         return _cancel(op, code, now)
     if context.maintenance_active:
         # Held, not run: the attempt counter stays, so a hold costs no retry budget.
-        _set(
-            op,
-            status="retrying",
-            last_error_code=rules.MAINTENANCE_ACTIVE,
-            next_attempt_at=now + datetime.timedelta(seconds=rules.MAINTENANCE_PAUSE_S),
+        writes.append(
+            _set(
+                op,
+                status="retrying",
+                last_error_code=rules.MAINTENANCE_ACTIVE,
+                next_attempt_at=now + datetime.timedelta(seconds=rules.MAINTENANCE_PAUSE_S),
+            )
         )
-        _history(op, op.attempt_count, "retrying", rules.MAINTENANCE_ACTIVE)
+        writes.append(_history(op, op.attempt_count, "retrying", rules.MAINTENANCE_ACTIVE))
+        execute_all(writes)
         return Snooze(rules.MAINTENANCE_PAUSE_S)
 
     attempt = op.attempt_count + 1
-    _set(
-        op,
-        status="running",
-        attempt_count=attempt,
-        next_attempt_at=now + datetime.timedelta(seconds=rules.CLAIM_LEASE_S),
+    writes.append(
+        _set(
+            op,
+            status="running",
+            attempt_count=attempt,
+            next_attempt_at=now + datetime.timedelta(seconds=rules.CLAIM_LEASE_S),
+        )
     )
+    execute_all(writes)
     return Claim(
         operation_id=op.id,
         attempt=attempt,
@@ -279,40 +315,56 @@ class RunContext:
     has_earlier_entitlements: bool
 
 
-# One statement instead of five: the entitlement (locked), its subscription
-# and order, the maintenance switch (checked inside the claim, SPEC 2.15),
-# and whether record will have drifts to close or entitlements to supersede.
-_CONTEXT_SQL = """
-SELECT e.id, e.status, e.order_id, e.paused_at, e.grace_period_hours,
+# One statement instead of six: the operation and its entitlement (both
+# locked), the subscription and order, the maintenance switch (checked inside
+# the claim, SPEC 2.15), and whether record will have drifts to close or
+# entitlements to supersede.
+_CLAIM_SQL = """
+SELECT f.id, f.entitlement_id, f.operation, f.status, f.desired_state, f.attempt_count,
+       f.next_attempt_at, f.correlation_id,
+       e.status, e.order_id, e.paused_at, e.grace_period_hours,
        s.id, s.customer_id, s.slot, s.remote_user_id, o.status,
        (SELECT m.active FROM maintenance_state m WHERE m.id = 1),
        EXISTS (SELECT 1 FROM entitlement_drifts d WHERE d.entitlement_id = e.id AND d.status = 'open'),
        EXISTS (SELECT 1 FROM entitlements p
                WHERE p.subscription_id = e.subscription_id AND p.id < e.id AND p.status <> 'superseded')
-FROM entitlements e
+FROM fulfillment_operations f
+JOIN entitlements e ON e.id = f.entitlement_id
 JOIN subscriptions s ON s.id = e.subscription_id
 JOIN orders o ON o.id = e.order_id
-WHERE e.id = {param}"""
+WHERE f.id = %s"""
 
 
-def _context(entitlement_id):
-    sql = _CONTEXT_SQL.format(param=db.obj.param) + (" FOR UPDATE OF e" if is_postgres() else "")
-    row = db.execute_sql(sql, [entitlement_id]).fetchone()
-    return RunContext(
+def _claim_context(operation_id):
+    row = fetch_one(_CLAIM_SQL + (" FOR UPDATE OF f, e" if is_postgres() else ""), (operation_id,))
+    if row is None:
+        return None
+    op = OperationRow(
         id=row[0],
-        status=row[1],
-        order_id=row[2],
-        paused=row[3] is not None,
-        grace_period_hours=row[4],
-        subscription_id=row[5],
-        customer_id=row[6],
-        slot=row[7],
-        remote_user_id=row[8],
-        order_status=row[9],
-        maintenance_active=bool(row[10]),
-        has_open_drifts=bool(row[11]),
-        has_earlier_entitlements=bool(row[12]),
+        entitlement_id=row[1],
+        operation=row[2],
+        status=row[3],
+        desired_state=row[4],
+        attempt_count=row[5],
+        next_attempt_at=FulfillmentOperation.next_attempt_at.python_value(row[6]),
+        correlation_id=row[7],
     )
+    context = RunContext(
+        id=row[1],
+        status=row[8],
+        order_id=row[9],
+        paused=row[10] is not None,
+        grace_period_hours=row[11],
+        subscription_id=row[12],
+        customer_id=row[13],
+        slot=row[14],
+        remote_user_id=row[15],
+        order_status=row[16],
+        maintenance_active=bool(row[17]),
+        has_open_drifts=bool(row[18]),
+        has_earlier_entitlements=bool(row[19]),
+    )
+    return op, context
 
 
 # -- 2. call -------------------------------------------------------------------------------
@@ -462,62 +514,95 @@ def _iso(value):
 # -- 3. record -----------------------------------------------------------------------------
 
 
+_RECORD_SQL = """
+SELECT f.status, f.attempt_count, e.status, e.paused_at, e.order_id
+FROM fulfillment_operations f
+JOIN entitlements e ON e.id = f.entitlement_id
+WHERE f.id = %s"""
+
+
 def record(claim, outcome):
     now = utcnow()
-    op = _operation(claim.operation_id)
-    if op is None or op.status != "running" or op.attempt_count != claim.attempt:
+    row = fetch_one(_RECORD_SQL + (" FOR UPDATE OF f, e" if is_postgres() else ""), (claim.operation_id,))
+    if row is None or row[0] != "running" or row[1] != claim.attempt:
         # The lease expired and another run took the operation over: its
         # result, not ours, is the one to keep.
         logger.warning("stale fulfillment run discarded its result", extra={"job_id": claim.operation_id})
         return Done("stale")
-    entitlement = locked(Entitlement.select().where(Entitlement.id == claim.entitlement_id)).get()
-    if entitlement.status == "superseded":
+    op = OperationRow(
+        id=claim.operation_id,
+        entitlement_id=claim.entitlement_id,
+        operation=claim.operation,
+        status=row[0],
+        desired_state="",
+        attempt_count=row[1],
+        next_attempt_at=None,
+        correlation_id=claim.correlation_id,
+    )
+    entitlement_status, paused, order_id = row[2], row[3] is not None, row[4]
+    if entitlement_status == "superseded":
         return _cancel(op, rules.ENTITLEMENT_SUPERSEDED, now)
 
     request_summary = claim.desired.request_summary(claim.grace_period_hours)
     if isinstance(outcome, Failed):
-        _set(
-            op,
-            status="retrying",
-            last_error_code=outcome.code,
-            next_attempt_at=now + datetime.timedelta(seconds=rules.backoff_seconds(claim.attempt)),
-            request_summary=json.dumps(request_summary),
+        execute_all(
+            [
+                _set(
+                    op,
+                    status="retrying",
+                    last_error_code=outcome.code,
+                    next_attempt_at=now + datetime.timedelta(seconds=rules.backoff_seconds(claim.attempt)),
+                    request_summary=json.dumps(request_summary),
+                ),
+                _history(op, claim.attempt, "retrying", outcome.code, request_summary),
+            ]
         )
-        _history(op, claim.attempt, "retrying", outcome.code, request_summary)
         if claim.attempt >= rules.NOTICE_AFTER_ATTEMPTS:
-            _notify_failure(op, entitlement.id, outcome.code, "retrying")
+            _notify_failure(op, claim.entitlement_id, outcome.code, "retrying")
         return Retry(outcome.code)
 
     remote = outcome.remote
-    observed = observed_summary(remote)
-    _set(
-        op,
-        status="succeeded",
-        last_error_code=None,
-        completed_at=now,
-        request_summary=json.dumps(request_summary),
-        response_summary=json.dumps(observed),
-    )
-    status = "paused" if entitlement.paused_at is not None else REMOTE_STATUS.get(remote.status, "failed")
-    Entitlement.update(status=status, observed_state=json.dumps(observed), reconciled_at=now, updated_at=now).where(
-        Entitlement.id == entitlement.id
-    ).execute()
-    Subscription.update(
-        remote_user_id=str(remote.id), remote_username=remote.username, observed_state=json.dumps(observed)
-    ).where(Subscription.id == claim.subscription_id).execute()
+    summary = observed_summary(remote)
+    observed = json.dumps(summary)
+    status = "paused" if paused else REMOTE_STATUS.get(remote.status, "failed")
     if outcome.drifts or claim.has_open_drifts:
-        _record_drifts(entitlement.id, outcome.drifts, now)
+        _record_drifts(claim.entitlement_id, outcome.drifts, now)
+    writes = [
+        _set(
+            op,
+            status="succeeded",
+            last_error_code=None,
+            completed_at=now,
+            request_summary=json.dumps(request_summary),
+            response_summary=observed,
+        ),
+        (
+            "UPDATE entitlements SET status = %s, observed_state = %s, reconciled_at = %s, updated_at = %s"
+            " WHERE id = %s",
+            (status, observed, now, now, claim.entitlement_id),
+        ),
+        (
+            "UPDATE subscriptions SET remote_user_id = %s, remote_username = %s, observed_state = %s WHERE id = %s",
+            (str(remote.id), remote.username, observed, claim.subscription_id),
+        ),
+    ]
     if claim.operation == "create":
         if claim.has_earlier_entitlements:
-            Entitlement.update(status="superseded", updated_at=now).where(
-                Entitlement.subscription == claim.subscription_id,
-                Entitlement.id < entitlement.id,
-                Entitlement.status != "superseded",
-            ).execute()
-        Order.update(status="fulfilled", fulfilled_at=now).where(
-            Order.id == entitlement.order_id, Order.status == "paid"
-        ).execute()
-    _history(op, claim.attempt, "succeeded", None, request_summary, observed)
+            writes.append(
+                (
+                    "UPDATE entitlements SET status = 'superseded', updated_at = %s"
+                    " WHERE subscription_id = %s AND id < %s AND status <> 'superseded'",
+                    (now, claim.subscription_id, claim.entitlement_id),
+                )
+            )
+        writes.append(
+            (
+                "UPDATE orders SET status = 'fulfilled', fulfilled_at = %s WHERE id = %s AND status = 'paid'",
+                (now, order_id),
+            )
+        )
+    writes.append(_history(op, claim.attempt, "succeeded", None, request_summary, summary))
+    execute_all(writes)
     return Done("succeeded")
 
 

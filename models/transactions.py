@@ -7,9 +7,15 @@ lock already covers the whole transaction. `retry_serializable(fn)` runs
 `fn` in such a transaction and runs it again when the database refused to
 serialize it (or, on SQLite, stayed busy past the timeout); `fn` must only
 touch the database, never the outside world, so running it again is safe.
+
+`fetch_one` and `execute_all` run hand-written SQL (written with `%s`
+placeholders) on either database. Inside a SERIALIZABLE transaction every
+round trip lengthens the window in which concurrent transactions conflict,
+so `execute_all` sends a group of writes as one round trip on PostgreSQL.
 """
 
 import contextlib
+import functools
 import random
 import time
 
@@ -35,13 +41,43 @@ def serializable():
         with db.atomic():
             yield
         return
-    with db.atomic(isolation_level="SERIALIZABLE"):
-        # A sequential scan takes a predicate lock on the whole table, and two
-        # such transactions writing one row each then refuse to serialize:
-        # on small tables the planner picks exactly those scans. Index scans
-        # lock only what they read (PostgreSQL's own advice for SSI).
-        db.execute_sql("SET LOCAL enable_seqscan = off")
+    with db.atomic(isolation_level=_PG_SERIALIZABLE):
         yield
+
+
+# A sequential scan takes a predicate lock on the whole table, and two such
+# transactions writing one row each then refuse to serialize: on small tables
+# the planner picks exactly those scans. Index scans lock only what they read
+# (PostgreSQL's own advice for SSI). Peewee begins with "BEGIN TRANSACTION
+# ISOLATION LEVEL <level>", so the SET LOCAL rides in the same round trip.
+_PG_SERIALIZABLE = "SERIALIZABLE; SET LOCAL enable_seqscan = off"
+
+
+@functools.lru_cache(maxsize=256)
+def _for_sqlite(sql):
+    return sql.replace("%s", "?")
+
+
+def _dialect(sql):
+    return sql if is_postgres() else _for_sqlite(sql)
+
+
+def fetch_one(sql, params=()):
+    """The first row of a hand-written query, or None."""
+    return db.execute_sql(_dialect(sql), params).fetchone()
+
+
+def execute_all(statements):
+    """Run [(sql, params), …] in order: one round trip on PostgreSQL, one by one on SQLite
+    (whose driver takes one statement per call). Nothing is returned."""
+    statements = [(sql, params) for sql, params in statements if sql]
+    if not statements:
+        return
+    if not is_postgres():
+        for sql, params in statements:
+            db.execute_sql(_for_sqlite(sql), params)
+        return
+    db.execute_sql(";\n".join(sql for sql, _ in statements), [value for _, params in statements for value in params])
 
 
 def locked(query):
