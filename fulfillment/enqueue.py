@@ -15,6 +15,7 @@ from peewee import IntegrityError
 import jobs
 import jobs.fulfillment  # noqa: F401  (declares the `fulfillment` job kind this module inserts)
 from fulfillment.desired_state import DesiredState
+from jobs.engine.states import COMPLETED
 from models.base import db, utcnow
 from models.fulfillment import OPERATIONS, FulfillmentOperation
 
@@ -63,6 +64,20 @@ def _checked(existing, entitlement, operation, desired):
 
 def job_for(operation_id, scheduled_at=None):
     return jobs.JobInsert(FULFILLMENT_JOB, {"operationId": operation_id}, scheduled_at=scheduled_at)
+
+
+def requeue(operation_ids):
+    """Make sure each open operation has a job that will run: insert one, or,
+    when a *completed* job still holds the operation's unique key (it ran and
+    found nothing to do then), put that job back to available. A job still
+    waiting or running is left alone. Returns (queued, already_waiting)."""
+    results = jobs.insert_many([job_for(operation_id) for operation_id in operation_ids])
+    queued = sum(not result.skipped_as_duplicate for result in results)
+    for result in results:
+        if result.skipped_as_duplicate and jobs.client.get(result.job_id).state == COMPLETED:
+            jobs.client.retry(result.job_id)
+            queued += 1
+    return queued, len(results) - queued
 
 
 def enqueue_operation(entitlement, operation, desired, idempotency_key, correlation_id, insert_job=True):

@@ -394,14 +394,20 @@ class RemnawaveClient:
     def _exchange(self, method, path, body, started, expect_json):
         deadline = started + self._timeout
         try:
-            response = self._session_for_thread().request(
-                method,
-                self._base_url + path,
-                json=body,
-                headers=self._headers(),
+            session = self._session_for_thread()
+            request = requests.PreparedRequest()
+            request.prepare(method=method, url=self._base_url + path, headers=self._headers(), json=body)
+            # Straight to the session's transport adapter: the session layer
+            # would merge cookies, hooks and settings on every call (none
+            # apply here) and follow redirects (a redirect must never carry
+            # the token elsewhere, so none is followed).
+            response = session.get_adapter(request.url).send(
+                request,
                 timeout=(min(CONNECT_TIMEOUT, self._timeout), self._timeout),
-                allow_redirects=False,  # a redirect must never carry the token elsewhere
                 stream=True,  # read the answer ourselves, up to the cap
+                verify=session.verify,
+                cert=session.cert,
+                proxies=session.proxies,
             )
         except requests.Timeout:
             raise RemnawaveError(REMNAWAVE_UNAVAILABLE, detail=DETAIL_TIMEOUT) from None

@@ -11,7 +11,8 @@ touch the database, never the outside world, so running it again is safe.
 `fetch_one` and `execute_all` run hand-written SQL (written with `%s`
 placeholders) on either database. Inside a SERIALIZABLE transaction every
 round trip lengthens the window in which concurrent transactions conflict,
-so `execute_all` sends a group of writes as one round trip on PostgreSQL.
+so `execute_all` sends a group of writes as one round trip on PostgreSQL,
+together with the COMMIT when they are the transaction's last.
 """
 
 import contextlib
@@ -68,16 +69,17 @@ def fetch_one(sql, params=()):
 
 
 def execute_all(statements):
-    """Run [(sql, params), …] in order: one round trip on PostgreSQL, one by one on SQLite
-    (whose driver takes one statement per call). Nothing is returned."""
+    """Run [(sql, params), …] in order. On PostgreSQL inside a transaction they
+    go out in one round trip with the transaction's next statement or its
+    COMMIT; on SQLite (whose driver takes one statement per call) one by one."""
     statements = [(sql, params) for sql, params in statements if sql]
     if not statements:
         return
-    if not is_postgres():
-        for sql, params in statements:
-            db.execute_sql(_for_sqlite(sql), params)
+    if is_postgres():
+        db.obj.defer(statements)
         return
-    db.execute_sql(";\n".join(sql for sql, _ in statements), [value for _, params in statements for value in params])
+    for sql, params in statements:
+        db.execute_sql(_for_sqlite(sql), params)
 
 
 def locked(query):
@@ -102,5 +104,8 @@ def retry_serializable(fn, retries=SERIALIZATION_RETRIES):
                 if _is_retryable(error):
                     raise SerializationRetriesExhausted(str(error)) from error
                 raise
-            # Jittered, short: the competing transaction is a few milliseconds long.
-            time.sleep(random.uniform(0.002, 0.02) * min(attempt + 1, 5))
+            # The transaction that won has committed, so the first retry cannot
+            # lose to it again: run it at once. Later ones back off a little
+            # (jittered; the competing transactions are milliseconds long).
+            if attempt:
+                time.sleep(random.uniform(0.001, 0.005) * min(attempt, 5))

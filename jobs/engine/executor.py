@@ -1,7 +1,7 @@
 """Running jobs inside a worker process: claim in batches, run, record outcomes in batches.
 
 - A Producer per queue claims up to CLAIM_BATCH due rows in one statement,
-  never more than it has idle workers waiting, and hands them to those
+  never more than its idle workers plus a small prefetch, and hands them to those
   workers. A claimed row is `running` under this worker's id from the moment
   it is claimed, so if the process dies before a worker picks it up, rescue
   treats it exactly like a job that died mid-run.
@@ -37,6 +37,11 @@ from models.base import db, utcnow
 logger = logging.getLogger("omniflow.jobs")
 
 CLAIM_BATCH = 10
+# Claimed jobs kept ready beyond the idle workers, so a worker that finishes
+# starts its next job at once instead of waiting for a claim round trip.
+# They are `running` under this worker like any claimed job: a graceful stop
+# hands them back, a crash leaves them to rescue.
+PREFETCH = 4
 FLUSH_INTERVAL_S = 0.05
 MAX_FLUSH_ROWS = 500
 TAKE_TIMEOUT_S = 1.0
@@ -252,8 +257,9 @@ class Producer(threading.Thread):
 
     Free slots are counted as River does: the queue's concurrency minus jobs
     handed out and not yet finished, minus jobs claimed and not yet handed
-    out. A worker between two jobs is free, so one claim fills every slot
-    that opened while the previous claim was on the wire.
+    out, plus a small PREFETCH. A worker between two jobs is free, so one
+    claim fills every slot that opened while the previous claim was on the
+    wire.
     """
 
     def __init__(self, executor, queue, concurrency):
@@ -270,7 +276,13 @@ class Producer(threading.Thread):
         self._wake = threading.Event()
 
     def _free_slots(self):
-        return self.concurrency - self._active - len(self._buffer)
+        return self.concurrency + PREFETCH - self._active - len(self._buffer)
+
+    def _should_claim(self):
+        # Claim at once for a worker with nothing to take; otherwise wait
+        # until a few slots are free and claim them in one statement.
+        free = self._free_slots()
+        return free >= PREFETCH or (free > 0 and not self._buffer)
 
     def take(self, timeout):
         deadline = time.monotonic() + timeout
@@ -308,7 +320,7 @@ class Producer(threading.Thread):
         try:
             while True:
                 with self._lock:
-                    while not self._stopping and self._free_slots() <= 0:
+                    while not self._stopping and not self._should_claim():
                         self._has_demand.wait(1.0)
                     if self._stopping:
                         return

@@ -6,15 +6,16 @@ recorded next attempt are both more than 10 minutes in the past (for a
 running row, next_attempt_at is the claim's lease: an expired claim). The
 jobs are inserted with the settlement's arguments and uniqueness, so an
 operation whose job is merely backing off gets nothing new; one whose job
-was discarded after its 12 attempts, or that never had one, gets a job.
+was discarded after its 12 attempts, or that never had one, gets a job, and
+one whose job completed while the operation stayed open (an operator retried
+it afterwards) gets that job back (`requeue`).
 """
 
 import datetime
 import logging
 
-import jobs
 from fulfillment import rules
-from fulfillment.enqueue import job_for
+from fulfillment.enqueue import requeue
 from jobs import every, huey
 from models.base import db, utcnow
 from models.fulfillment import FulfillmentOperation
@@ -29,6 +30,7 @@ def stuck_operations(now, limit=rules.REVIVE_BATCH):
     return (
         FulfillmentOperation.select(FulfillmentOperation.id)
         .where(
+            FulfillmentOperation.completed_at.is_null(),  # open: the index revive scans
             FulfillmentOperation.status.in_(REVIVABLE),
             FulfillmentOperation.created_at < idle_since,
             (FulfillmentOperation.next_attempt_at.is_null()) | (FulfillmentOperation.next_attempt_at < idle_since),
@@ -42,13 +44,12 @@ def dispatch(now=None):
     """Insert the jobs in one statement; returns (enqueued, skipped_as_duplicate)."""
     now = now or utcnow()
     with db.atomic():
-        results = jobs.insert_many([job_for(operation.id) for operation in stuck_operations(now)])
-    enqueued = sum(not result.skipped_as_duplicate for result in results)
+        enqueued, skipped = requeue([operation.id for operation in stuck_operations(now)])
     logger.info(
         "fulfillment revive dispatched",
-        extra={"count": enqueued, "task": "fulfillment_revive", "state": f"skipped={len(results) - enqueued}"},
+        extra={"count": enqueued, "task": "fulfillment_revive", "state": f"skipped={skipped}"},
     )
-    return enqueued, len(results) - enqueued
+    return enqueued, skipped
 
 
 @huey.periodic_task(every(seconds=rules.REVIVE_INTERVAL_S), name="fulfillment_revive")

@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 import requests
+import requests.adapters
 
 from fakes.remnawave import FakeRemnawave
 from integrations.remnawave import (
@@ -95,26 +96,33 @@ def contract():
     return run
 
 
-class RecordingSession(requests.Session):
-    """What the adapter sends and what the panel answers, call by call."""
+class RecordingAdapter(requests.adapters.HTTPAdapter):
+    """What the adapter sends and what the panel answers, call by call (at the transport)."""
 
-    def __init__(self):
+    def __init__(self, exchanges):
         super().__init__()
-        self.exchanges = []
+        self.exchanges = exchanges
 
-    def request(self, method, url, **kwargs):
-        response = super().request(method, url, **kwargs)
+    def send(self, request, **kwargs):
+        response = super().send(request, **kwargs)
         content = response.content  # the adapter then reads the same bytes
         self.exchanges.append(
             {
-                "method": method,
-                "path": urlsplit(url).path,
-                "body": kwargs.get("json"),
+                "method": request.method,
+                "path": urlsplit(request.url).path,
+                "body": json.loads(request.body) if request.body else None,
                 "status": response.status_code,
                 "answer": json.loads(content) if content else None,
             }
         )
         return response
+
+
+class RecordingSession(requests.Session):
+    def __init__(self):
+        super().__init__()
+        self.exchanges = []
+        self.mount("http://", RecordingAdapter(self.exchanges))
 
 
 def template_of(method, path):

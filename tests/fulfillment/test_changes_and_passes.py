@@ -205,6 +205,17 @@ def test_revive_gives_a_job_to_operations_that_lost_theirs_and_nothing_to_backin
     assert op(orphan.operation_id).status == "succeeded"
 
 
+def test_revive_reopens_a_completed_job_that_still_holds_an_open_operations_key(panel):
+    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "wallet")
+    job = job_of(settlement.operation_id)
+    Job.update(state="completed", finalized_at=utcnow()).where(Job.id == job.id).execute()  # key kept
+    age(settlement.operation_id, minutes=30, next_attempt_minutes=15)
+    assert fulfillment_revive.dispatch() == (1, 0)
+    assert Job.get_by_id(job.id).state == "available"
+    run_operation(settlement.operation_id)
+    assert op(settlement.operation_id).status == "succeeded"
+
+
 def test_revive_takes_over_an_expired_claim(panel):
     settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "wallet")
     FulfillmentOperation.update(status="running", attempt_count=1).where(

@@ -549,3 +549,36 @@ def test_a_run_that_cannot_record_gives_its_lease_back(panel, monkeypatch):
     run_operation(settlement.operation_id)  # takes over at once instead of waiting out the lease
     assert op(settlement.operation_id).status == "succeeded"
     assert [(h.attempt, h.status) for h in history(settlement.operation_id)] == [(1, "retrying"), (2, "succeeded")]
+
+
+# -- concurrency ------------------------------------------------------------------------------
+
+
+def test_overlapping_serializable_claims_of_adjacent_operations_both_commit(panel):
+    """A claim touches no index (SPEC 2.9's claim, migration 0003), so two claims of
+    neighbouring operations running at the same time do not refuse to serialize."""
+    from models.transactions import is_postgres
+
+    if not is_postgres():
+        pytest.skip("SQLite runs one writer at a time; page-level predicate locks are PostgreSQL's")
+    import psycopg2
+
+    first, second = settle(), settle()
+    connections = [psycopg2.connect(db.obj.database) for _ in range(2)]
+    try:
+        cursors = [connection.cursor() for connection in connections]
+        for cursor, settlement in zip(cursors, (first, second)):
+            cursor.execute("BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL enable_seqscan = off")
+            cursor.execute(worker._CLAIM_SQL + " FOR UPDATE OF f, e", (settlement.operation_id,))
+            assert cursor.fetchone()[3] == "pending"
+        lease = utcnow() + datetime.timedelta(seconds=rules.CLAIM_LEASE_S)
+        for cursor, settlement in zip(cursors, (first, second)):
+            row = worker.OperationRow(settlement.operation_id, 0, "create", "pending", "", 0, None, "")
+            sql, params = worker._set(row, status="running", attempt_count=1, next_attempt_at=lease)
+            cursor.execute(sql, params)
+        for connection in connections:
+            connection.commit()  # a serialization failure would raise here
+    finally:
+        for connection in connections:
+            connection.close()
+    assert op(first.operation_id).status == op(second.operation_id).status == "running"
