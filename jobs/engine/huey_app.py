@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -315,6 +316,11 @@ class OmniflowConsumer(Consumer):
         sql.register_worker(self.executor.worker_id, socket.gethostname(), os.getpid(), queues, utcnow())
 
     def start(self):
+        # Huey sets its signal handlers after starting the worker threads; a
+        # SIGTERM in between (a deploy right at start-up) would kill the
+        # process with jobs already claimed. Handle signals from the start.
+        if threading.current_thread() is threading.main_thread():
+            self._set_signal_handlers()
         self._register(initial=True)
         self.huey.runner = self.executor.runner
         self.executor.start()
