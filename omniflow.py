@@ -90,9 +90,12 @@ def run_worker(seconds=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S):
 
 
 def cmd_worker(args):
-    bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
+    from jobs.engine import metrics
+
+    settings = bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
     require_current_schema()
     load_job_kinds()
+    metrics.serve(settings.worker_metrics_port)
     run_worker(shutdown_timeout=args.shutdown_timeout)
 
 
@@ -146,6 +149,32 @@ def cmd_jobs(args):
     except (JobNotFound, JobMutationRejected) as error:
         print(str(error), file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def cmd_operators(args):
+    import getpass
+    import os
+
+    from ops.operators import PERMISSIONS, OperatorError, create_operator
+    from security.passwords import WeakPassword
+
+    bootstrap()
+    require_current_schema()
+    password = os.environ.get("OMNIFLOW_OPERATOR_PASSWORD")
+    if not password:
+        password = getpass.getpass(f"password for {args.username}: ")
+        if getpass.getpass("again: ") != password:
+            print("the passwords differ", file=sys.stderr)
+            raise SystemExit(2)
+    permissions = list(PERMISSIONS)
+    if args.permissions:
+        permissions = [name.strip() for name in args.permissions.split(",") if name.strip()]
+    try:
+        operator = create_operator(args.username, password, permissions)
+    except (OperatorError, WeakPassword) as error:
+        print(str(error), file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"operator {operator.username} created with {', '.join(sorted(operator.permission_set))}")
 
 
 def cmd_demo(args):
@@ -202,6 +231,15 @@ def build_parser():
     for action in ("retry", "cancel"):
         jobs_actions.add_parser(action).add_argument("id", type=int)
     jobs_parser.set_defaults(run=cmd_jobs)
+
+    operators_parser = commands.add_parser("operators", help="panel operator accounts")
+    operators_actions = operators_parser.add_subparsers(dest="action", required=True)
+    creating = operators_actions.add_parser(
+        "create", help="create an operator (password from OMNIFLOW_OPERATOR_PASSWORD, else asked)"
+    )
+    creating.add_argument("username")
+    creating.add_argument("--permissions", help="comma-separated (default: all of them)")
+    operators_parser.set_defaults(run=cmd_operators)
 
     demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
     demo_parser.add_argument("--seconds", type=float, default=40)

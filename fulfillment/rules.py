@@ -32,3 +32,5 @@ NOTICE_ORDER_PAID = "order_paid"
 def backoff_seconds(attempt):
     """5 s × 2^min(attempt, 8): 10 s, 20 s, 40 s … 1280 s."""
     return BACKOFF_BASE_S * 2 ** min(attempt, BACKOFF_MAX_EXPONENT)
+
+OPERATOR_CANCELLED = "operator_cancelled"  # an operator cancelled it from the panel (SPEC 4.2)

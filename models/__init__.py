@@ -4,6 +4,7 @@ from models.base import BaseModel, db, utcnow
 from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
 from models.jobs import QUEUE_MODELS
+from models.operators import Operator, OperatorSession
 from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxEvent
 
 ALL_MODELS = QUEUE_MODELS + [
@@ -19,6 +20,8 @@ ALL_MODELS = QUEUE_MODELS + [
     AuditEvent,
     OutboxEvent,
     MaintenanceState,
+    Operator,
+    OperatorSession,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

@@ -12,8 +12,6 @@ redacted; the token is compared in constant time.
 """
 
 import datetime
-import hmac
-import json
 import logging
 from functools import wraps
 
@@ -27,6 +25,7 @@ from models.base import db, utcnow
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance
 from web import problems
+from web.answers import bearer_refusal, id_param, iso, json_answer, json_body, limit_param
 from web.problems import Problem
 
 logger = logging.getLogger("omniflow.web.admin")
@@ -43,11 +42,7 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 
 
-def _iso(value):
-    return value.isoformat(timespec="seconds") + "Z" if value else None
-
-
-def job_json(view):
+def jobjson_answer(view):
     return {
         "id": view.id,
         "kind": view.kind,
@@ -55,33 +50,16 @@ def job_json(view):
         "state": view.state,
         "attempt": view.attempt,
         "maxAttempts": view.max_attempts,
-        "createdAt": _iso(view.created_at),
-        "attemptedAt": _iso(view.attempted_at),
+        "createdAt": iso(view.created_at),
+        "attemptedAt": iso(view.attempted_at),
         "errorCount": view.error_count,
         "lastError": view.last_error,
         "args": {"keys": sorted(view.args)},
     }
 
 
-def _json(status, body):
-    bottle.response.status = status
-    bottle.response.content_type = "application/json"
-    bottle.response.set_header(problems.REQUEST_ID_HEADER, problems.request_id())
-    return json.dumps(body)
-
-
-def _parse_limit(raw):
-    if raw is None or raw == "":
-        return DEFAULT_LIMIT
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
-        raise Problem(400, problems.INVALID_LIMIT, f"limit must be a whole number from 1 to {MAX_LIMIT}")
-    return int(raw)
-
-
 def _parse_job_id(raw):
-    if not raw.isdigit() or len(raw) > 18:
-        raise Problem(400, problems.INVALID_JOB_ID, "a job id is a positive whole number")
-    return int(raw)
+    return id_param(raw, problems.INVALID_JOB_ID, "a job id")
 
 
 def build(operator_token):
@@ -91,12 +69,9 @@ def build(operator_token):
     def guarded(route):
         @wraps(route)
         def wrapper(*args, **kwargs):
-            header = bottle.request.get_header("Authorization", "")
-            given = header[len("Bearer ") :] if header.startswith("Bearer ") else ""
-            # Without a configured token nothing is accepted.
-            if not operator_token or not hmac.compare_digest(given.encode(), operator_token.encode()):
-                bottle.response.set_header("WWW-Authenticate", "Bearer")
-                return problems.problem(401, problems.UNAUTHORIZED, "a valid operator bearer token is required")
+            refusal = bearer_refusal(operator_token)
+            if refusal is not None:
+                return refusal
             try:
                 _require_jobs()
                 return route(*args, **kwargs)
@@ -114,9 +89,9 @@ def build(operator_token):
         state = bottle.request.query.get("state") or "dead_letter"
         if state not in LISTABLE_STATES:
             raise Problem(400, problems.INVALID_STATE, f"state must be one of {', '.join(LISTABLE_STATES)}")
-        limit = _parse_limit(bottle.request.query.get("limit"))
+        limit = limit_param(bottle.request.query.get("limit"), DEFAULT_LIMIT, MAX_LIMIT)
         views = client.list(LISTABLE_STATES[state], limit=limit)
-        return _json(200, {"state": state, "limit": limit, "jobs": [job_json(v) for v in views]})
+        return json_answer(200, {"state": state, "limit": limit, "jobs": [jobjson_answer(v) for v in views]})
 
     @app.post("/v1/admin/jobs/<job_id>/retry")
     @guarded
@@ -136,17 +111,17 @@ def build(operator_token):
         if isinstance(oldest, str):  # SQLite answers an aggregate as text
             oldest = datetime.datetime.fromisoformat(oldest)
         age = max(0, int((utcnow() - oldest).total_seconds())) if oldest else 0
-        return _json(200, {"pendingCount": pending.count(), "oldestAgeSeconds": age})
+        return json_answer(200, {"pendingCount": pending.count(), "oldestAgeSeconds": age})
 
     @app.get("/v1/admin/maintenance")
     @guarded
     def maintenance_state():
-        return _json(200, _maintenance_json())
+        return json_answer(200, _maintenancejson_answer())
 
     @app.post("/v1/admin/maintenance")
     @guarded
     def set_maintenance():
-        body = _json_body()
+        body = json_body()
         active, reason = body.get("active"), body.get("reason")
         if not isinstance(active, bool):
             raise Problem(400, problems.INVALID_BODY, "active must be true or false")
@@ -154,24 +129,14 @@ def build(operator_token):
             raise Problem(400, problems.REASON_REQUIRED, "a reason is required to change maintenance mode")
         with db.atomic():
             maintenance.set_mode(active, reason.strip()[:500], actor="admin-api")
-        return _json(200, _maintenance_json())
+        return json_answer(200, _maintenancejson_answer())
 
     return app
 
 
-def _json_body():
-    try:
-        body = json.loads(bottle.request.body.read(64 * 1024) or b"null")
-    except ValueError:
-        raise Problem(400, problems.INVALID_BODY, "the body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise Problem(400, problems.INVALID_BODY, "the body must be a JSON object")
-    return body
-
-
-def _maintenance_json():
+def _maintenancejson_answer():
     state = MaintenanceState.get_by_id(maintenance.MAINTENANCE_ROW)
-    return {"active": bool(state.active), "since": _iso(state.since), "reason": state.reason}
+    return {"active": bool(state.active), "since": iso(state.since), "reason": state.reason}
 
 
 def _mutate(job_id, change):
@@ -181,7 +146,7 @@ def _mutate(job_id, change):
         raise Problem(404, problems.JOB_NOT_FOUND, f"job {job_id} does not exist") from None
     except JobMutationRejected as rejected:
         raise Problem(422, problems.JOB_MUTATION_REJECTED, str(rejected)) from None
-    return _json(200, {"job": job_json(view)})
+    return json_answer(200, {"job": jobjson_answer(view)})
 
 
 _schema_current = set()  # databases seen migrated (release migrates before web starts)

@@ -145,6 +145,8 @@ def test_retry_and_cancel_follow_the_state_rules(web):
         ("abc", 400, "invalid_job_id"),
         ("-3", 400, "invalid_job_id"),
         ("1e3", 400, "invalid_job_id"),
+        ("0", 400, "invalid_job_id"),
+        ("1" * 19, 400, "invalid_job_id"),
     ],
 )
 def test_malformed_or_unknown_job_ids(web, job_id, status, code):

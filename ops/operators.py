@@ -1,0 +1,103 @@
+"""Operator accounts, permissions and sessions (SPEC 4.5, 12.1).
+
+A session token is 32 random bytes shown to the browser once (in its
+cookie); the database keeps only its SHA-256, and a lookup by that hash
+never compares secrets in Python. Sessions expire after SESSION_TTL.
+"""
+
+import datetime
+import hashlib
+import json
+import secrets
+
+from peewee import IntegrityError
+
+from models.base import db, utcnow
+from models.operators import Operator, OperatorSession
+from ops.records import record_audit
+from security.passwords import DECOY_HASH, hash_password, verify_password
+
+SYSTEM_READ = "system.read"
+SYSTEM_WRITE = "system.write"
+SUBSCRIPTIONS_READ = "subscriptions.read"
+SUBSCRIPTIONS_WRITE = "subscriptions.write"
+PERMISSIONS = (SYSTEM_READ, SYSTEM_WRITE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRITE)
+
+SESSION_TTL = datetime.timedelta(hours=12)
+USERNAME_MAX = 64
+
+
+class OperatorError(ValueError):
+    pass
+
+
+def create_operator(username, password, permissions, actor="cli"):
+    username = (username or "").strip()
+    if not username or len(username) > USERNAME_MAX or not username.isprintable():
+        raise OperatorError(f"a username is 1 to {USERNAME_MAX} printable characters")
+    unknown = sorted(set(permissions) - set(PERMISSIONS))
+    if unknown:
+        raise OperatorError(f"unknown permissions: {', '.join(unknown)} (known: {', '.join(PERMISSIONS)})")
+    password_hash = hash_password(password)
+    try:
+        with db.atomic():
+            operator = Operator.create(
+                username=username, password_hash=password_hash, permissions=json.dumps(sorted(set(permissions)))
+            )
+            record_audit(
+                "system",
+                "operator.created",
+                actor,
+                subject_type="operator",
+                subject_id=operator.id,
+                details={"permissions": sorted(set(permissions))},
+            )
+    except IntegrityError:
+        raise OperatorError(f"an operator named {username!r} already exists") from None
+    return operator
+
+
+def authenticate(username, password):
+    """The operator for these credentials, or None (an unknown name costs as long as a wrong password)."""
+    operator = Operator.get_or_none(Operator.username == username)
+    if operator is None:
+        verify_password(password, DECOY_HASH)
+        return None
+    if not verify_password(password, operator.password_hash) or operator.disabled_at is not None:
+        return None
+    return operator
+
+
+def open_session(operator, now=None):
+    """A new session; returns the token (the only time it exists outside the browser)."""
+    now = now or utcnow()
+    token = secrets.token_urlsafe(32)
+    OperatorSession.create(
+        token_hash=_digest(token), operator=operator.id, created_at=now, expires_at=now + SESSION_TTL
+    )
+    return token
+
+
+def session_operator(token, now=None):
+    """The operator of a live session, or None (unknown, expired, or the operator disabled)."""
+    if not token or len(token) > 128:
+        return None
+    now = now or utcnow()
+    row = (
+        OperatorSession.select(OperatorSession, Operator)
+        .join(Operator)
+        .where(OperatorSession.token_hash == _digest(token), OperatorSession.expires_at > now)
+        .first()
+    )
+    if row is None or row.operator.disabled_at is not None:
+        return None
+    return row.operator
+
+
+def close_session(token):
+    if token:
+        OperatorSession.delete().where(OperatorSession.token_hash == _digest(token)).execute()
+
+
+def _digest(token):
+    return hashlib.sha256(token.encode()).hexdigest()

@@ -1,0 +1,398 @@
+"""SPEC 4.2, 4.5, 12.1: operators sign in with a session; the panel's fulfillment
+routes, their parameters and error codes, permissions, and what never leaks."""
+
+import datetime
+import json
+
+import pytest
+import requests
+
+import jobs
+import jobs.fulfillment  # noqa: F401  (registers the fulfillment job kind the retry inserts)
+from commerce.settlement import settle_order
+from fulfillment import rules
+from models.base import utcnow
+from models.fulfillment import FulfillmentHistory, FulfillmentOperation
+from models.jobs import Job
+from models.operators import OperatorSession
+from models.ops import AuditEvent
+from ops import operators
+from tests.support import commerce
+from tests.web.test_admin_api import assert_problem
+
+PASSWORD = "correct horse battery staple"
+REASON = {"X-Operator-Reason": "customer paid, panel was down"}
+EVERYTHING = list(operators.PERMISSIONS)
+
+SUBSCRIPTION_URL = "https://sub.example.net/api/sub/8d5b1c2a9f7e4d3c"
+SQUAD_UUID = "0f4a1c2e-5b6d-4e7f-8a9b-0c1d2e3f4a5b"
+BEARER = "Bearer eyJhbGciOiJIUzI1NiJ9.leaky-token-value"
+
+
+def operator(name="alice", permissions=EVERYTHING):
+    return operators.create_operator(name, PASSWORD, permissions)
+
+
+def sign_in(web, name="alice", password=PASSWORD):
+    return requests.post(web + "/v1/panel/session", json={"username": name, "password": password}, timeout=10)
+
+
+def session_of(web, name="alice", permissions=EVERYTHING):
+    """Cookie headers of a signed-in operator (sent by hand: the cookie is Secure, the test server is http)."""
+    operator(name, permissions)
+    answer = sign_in(web, name)
+    assert answer.status_code == 200
+    return {"Cookie": f"omniflow_session={answer.cookies['omniflow_session']}"}
+
+
+def get(web, path, headers, **params):
+    return requests.get(web + path, headers=headers, params=params, timeout=10)
+
+
+def post(web, path, headers):
+    return requests.post(web + path, headers=headers, timeout=10)
+
+
+def operation_in(status, error_code="remnawave_unavailable"):
+    settlement = settle_order(
+        commerce.order(commerce.customer(), commerce.limited_plan(code=f"p{utcnow().timestamp()}")).id,
+        "provider_webhook",
+    )
+    FulfillmentOperation.update(
+        status=status,
+        last_error_code=None if status == "succeeded" else error_code,
+        completed_at=utcnow() if status in ("succeeded", "failed", "cancelled") else None,
+        attempt_count=3,
+    ).where(FulfillmentOperation.id == settlement.operation_id).execute()
+    return settlement.operation_id
+
+
+# -- sessions -------------------------------------------------------------------------------
+
+
+def test_sign_in_sets_an_httponly_strict_secure_session_cookie_and_sign_out_ends_it(web):
+    operator(permissions=["system.read"])
+    answer = sign_in(web)
+    assert answer.status_code == 200
+    assert answer.json() == {"username": "alice", "permissions": ["system.read"]}
+    cookie = answer.headers["Set-Cookie"]
+    assert "omniflow_session=" in cookie
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie.replace("strict", "Strict") and "Secure" in cookie
+    headers = {"Cookie": f"omniflow_session={answer.cookies['omniflow_session']}"}
+    assert get(web, "/v1/panel/session", headers).json()["username"] == "alice"
+    assert requests.delete(web + "/v1/panel/session", headers=headers, timeout=10).status_code == 204
+    assert_problem(get(web, "/v1/panel/session", headers), 401, "unauthorized")
+
+
+def test_a_wrong_password_and_an_unknown_name_get_the_same_401(web):
+    operator()
+    assert_problem(sign_in(web, password="wrong password!"), 401, "invalid_credentials")
+    assert_problem(sign_in(web, name="mallory"), 401, "invalid_credentials")
+    assert OperatorSession.select().count() == 0
+
+
+@pytest.mark.parametrize("body", [None, "[]", '{"username": "alice"}', '{"username": 1, "password": "x"}', "{bad"])
+def test_a_malformed_sign_in_is_a_400(web, body):
+    answer = requests.post(web + "/v1/panel/session", data=body, timeout=10)
+    assert_problem(answer, 400, "invalid_body")
+
+
+def test_an_expired_session_is_refused(web):
+    headers = session_of(web)
+    OperatorSession.update(expires_at=utcnow() - datetime.timedelta(seconds=1)).execute()
+    assert_problem(get(web, "/v1/panel/system/jobs", headers), 401, "unauthorized")
+
+
+def test_a_disabled_operator_loses_its_sessions(web):
+    headers = session_of(web)
+    operators.Operator.update(disabled_at=utcnow()).execute()
+    assert_problem(get(web, "/v1/panel/system/jobs", headers), 401, "unauthorized")
+
+
+def test_passwords_are_stored_as_slow_salted_hashes():
+    first, second = operator("one"), operator("two")
+    assert PASSWORD not in first.password_hash
+    assert first.password_hash.startswith("scrypt$16384$8$1$")
+    assert first.password_hash != second.password_hash  # salted
+    assert operators.authenticate("one", PASSWORD).id == first.id
+    assert operators.authenticate("one", PASSWORD + "x") is None
+
+
+def test_the_cli_creates_the_first_operator(database, monkeypatch, capsys):
+    import omniflow
+
+    monkeypatch.setenv("OMNIFLOW_OPERATOR_PASSWORD", PASSWORD)
+    monkeypatch.setattr(omniflow, "bootstrap", lambda *a, **k: None)
+    omniflow.main(["operators", "create", "root", "--permissions", "system.read,system.write"])
+    assert "operator root created with system.read, system.write" in capsys.readouterr().out
+    assert operators.authenticate("root", PASSWORD).permission_set == {"system.read", "system.write"}
+    with pytest.raises(SystemExit):
+        omniflow.main(["operators", "create", "root2", "--permissions", "everything"])
+
+
+# -- listing ------------------------------------------------------------------------------------
+
+
+def test_jobs_lists_failed_operations_by_default_newest_first(web):
+    headers = session_of(web)
+    failed = [operation_in("failed") for _ in range(2)]
+    operation_in("retrying")
+    operation_in("succeeded")
+    body = get(web, "/v1/panel/system/jobs", headers).json()
+    assert body["status"] == "failed" and body["limit"] == 25
+    assert [row["id"] for row in body["operations"]] == sorted(failed, reverse=True)
+    row = body["operations"][0]
+    assert set(row) == {
+        "id",
+        "entitlementId",
+        "operation",
+        "status",
+        "attemptCount",
+        "errorCode",
+        "correlationId",
+        "createdAt",
+        "nextAttemptAt",
+        "completedAt",
+    }
+    assert row["errorCode"] == "remnawave_unavailable" and row["attemptCount"] == 3
+
+
+def test_jobs_filters_by_status_operation_and_entitlement(web):
+    headers = session_of(web)
+    retrying = operation_in("retrying")
+    operation_in("retrying")
+    entitlement_id = FulfillmentOperation.get_by_id(retrying).entitlement_id
+    rows = get(web, "/v1/panel/system/jobs", headers, status="retrying", entitlementId=entitlement_id).json()
+    assert [row["id"] for row in rows["operations"]] == [retrying]
+    assert get(web, "/v1/panel/system/jobs", headers, status="retrying", operation="extend").json()["operations"] == []
+    assert (
+        len(get(web, "/v1/panel/system/jobs", headers, status="retrying", operation="create").json()["operations"]) == 2
+    )
+
+
+def test_the_cursor_pages_through_every_row_once(web):
+    headers = session_of(web)
+    made = {operation_in("failed") for _ in range(5)}
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        body = get(web, "/v1/panel/system/jobs", headers, **params).json()
+        seen += [row["id"] for row in body["operations"]]
+        cursor = body["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == sorted(made, reverse=True)
+
+
+@pytest.mark.parametrize(
+    "params, code",
+    [
+        ({"limit": "0"}, "invalid_limit"),
+        ({"limit": "201"}, "invalid_limit"),
+        ({"limit": "abc"}, "invalid_limit"),
+        ({"limit": "-1"}, "invalid_limit"),
+        ({"status": "stuck"}, "invalid_status"),
+        ({"operation": "delete"}, "invalid_operation"),
+        ({"entitlementId": "x1"}, "invalid_entitlement_id"),
+        ({"entitlementId": "0"}, "invalid_entitlement_id"),
+        ({"cursor": "not-a-cursor"}, "invalid_cursor"),
+        ({"cursor": "aWQ6LTE"}, "invalid_cursor"),
+    ],
+)
+def test_bad_listing_parameters_are_400s(web, params, code):
+    headers = session_of(web)
+    assert_problem(get(web, "/v1/panel/system/jobs", headers, **params), 400, code)
+
+
+@pytest.mark.parametrize("limit, rows", [("1", 1), ("200", 3)])
+def test_limit_boundaries_are_accepted(web, limit, rows):
+    headers = session_of(web)
+    for _ in range(3):
+        operation_in("failed")
+    assert len(get(web, "/v1/panel/system/jobs", headers, limit=limit).json()["operations"]) == rows
+
+
+def test_history_lists_attempts_without_summaries(web):
+    headers = session_of(web)
+    op_id = operation_in("retrying")
+    FulfillmentHistory.create(
+        operation=op_id,
+        attempt=1,
+        status="retrying",
+        error_code="remnawave_unavailable",
+        correlation_id="c-1",
+        request_summary=json.dumps({"squads": [SQUAD_UUID]}),
+        response_summary=json.dumps({"url": SUBSCRIPTION_URL}),
+    )
+    body = get(web, f"/v1/panel/system/jobs/{op_id}/history", headers).json()
+    assert body["operationId"] == op_id
+    assert [(row["attempt"], row["status"], row["errorCode"]) for row in body["history"]] == [
+        (1, "retrying", "remnawave_unavailable")
+    ]
+    assert set(body["history"][0]) == {"id", "attempt", "status", "errorCode", "correlationId", "createdAt"}
+    assert_problem(get(web, "/v1/panel/system/jobs/999999/history", headers), 404, "operation_not_found")
+    assert_problem(get(web, "/v1/panel/system/jobs/abc/history", headers), 400, "invalid_operation_id")
+
+
+# -- retry and cancel --------------------------------------------------------------------------
+
+
+def test_retry_requeues_the_same_operation_with_its_job_and_an_audit_event(web):
+    headers = {**session_of(web), **REASON}
+    op_id = operation_in("failed")
+    key = FulfillmentOperation.get_by_id(op_id).idempotency_key
+    # Its job ran and completed (it found the operation finished), keeping the unique key.
+    Job.update(state="completed", finalized_at=utcnow()).where(Job.kind == "fulfillment").execute()
+    answer = post(web, f"/v1/panel/system/jobs/{op_id}/retry", headers)
+    assert answer.status_code == 200 and answer.json()["operation"]["status"] == "pending"
+    op = FulfillmentOperation.get_by_id(op_id)
+    assert op.idempotency_key == key and op.completed_at is None and op.next_attempt_at is not None
+    live = [j for j in Job.select().where(Job.kind == "fulfillment", Job.state == "available")]
+    assert [j.args_dict["operationId"] for j in live] == [op_id]
+    audit = AuditEvent.get(AuditEvent.action == "panel.fulfillment.retried")
+    assert (audit.category, audit.actor, audit.reason, audit.subject_id) == (
+        "system",
+        "operator:alice",
+        "customer paid, panel was down",
+        str(op_id),
+    )
+
+
+def test_retry_of_an_operation_whose_job_was_cancelled_queues_a_new_job(web):
+    headers = {**session_of(web), **REASON}
+    op_id = operation_in("failed")
+    (old,) = Job.select().where(Job.kind == "fulfillment")
+    jobs.client.cancel(old.id)
+    assert post(web, f"/v1/panel/system/jobs/{op_id}/retry", headers).status_code == 200
+    live = list(Job.select().where(Job.kind == "fulfillment", Job.state == "available"))
+    assert len(live) == 1 and live[0].id != old.id and live[0].args_dict["operationId"] == op_id
+
+
+def test_retry_leaves_a_job_still_waiting_for_the_operation_alone(web):
+    headers = {**session_of(web), **REASON}
+    op_id = operation_in("retrying")
+    before = [(j.id, j.state) for j in Job.select().where(Job.kind == "fulfillment")]
+    assert post(web, f"/v1/panel/system/jobs/{op_id}/retry", headers).status_code == 200
+    assert [(j.id, j.state) for j in Job.select().where(Job.kind == "fulfillment")] == before
+
+
+def test_cancel_ends_the_operation_with_a_history_row_and_an_audit_event(web):
+    headers = {**session_of(web), **REASON}
+    op_id = operation_in("retrying")
+    answer = post(web, f"/v1/panel/system/jobs/{op_id}/cancel", headers)
+    assert answer.status_code == 200
+    op = FulfillmentOperation.get_by_id(op_id)
+    assert (op.status, op.last_error_code) == ("cancelled", rules.OPERATOR_CANCELLED)
+    last = (
+        FulfillmentHistory.select()
+        .where(FulfillmentHistory.operation == op_id)
+        .order_by(FulfillmentHistory.id.desc())
+        .first()
+    )
+    assert (last.status, last.error_code) == ("cancelled", rules.OPERATOR_CANCELLED)
+    assert AuditEvent.select().where(AuditEvent.action == "panel.fulfillment.cancelled").count() == 1
+
+
+@pytest.mark.parametrize("action", ["retry", "cancel"])
+def test_a_succeeded_operation_is_a_409_state_conflict_and_stays_succeeded(web, action):
+    headers = {**session_of(web), **REASON}
+    op_id = operation_in("succeeded")
+    assert_problem(post(web, f"/v1/panel/system/jobs/{op_id}/{action}", headers), 409, "state_conflict")
+    assert FulfillmentOperation.get_by_id(op_id).status == "succeeded"
+    assert AuditEvent.select().where(AuditEvent.action.startswith("panel.")).count() == 0
+
+
+@pytest.mark.parametrize("action", ["retry", "cancel"])
+def test_a_mutation_without_a_reason_is_refused_and_writes_nothing(web, action):
+    headers = session_of(web)
+    op_id = operation_in("failed")
+    for reason in (None, ""):
+        sent = {**headers, **({"X-Operator-Reason": reason} if reason is not None else {})}
+        assert_problem(post(web, f"/v1/panel/system/jobs/{op_id}/{action}", sent), 400, "reason_required")
+    assert FulfillmentOperation.get_by_id(op_id).status == "failed"
+    assert AuditEvent.select().where(AuditEvent.action.startswith("panel.")).count() == 0
+
+
+@pytest.mark.parametrize("action", ["retry", "cancel"])
+def test_unknown_and_malformed_operation_ids(web, action):
+    headers = {**session_of(web), **REASON}
+    assert_problem(post(web, f"/v1/panel/system/jobs/424242/{action}", headers), 404, "operation_not_found")
+    for bad in ("abc", "0", "1" * 19):
+        assert_problem(post(web, f"/v1/panel/system/jobs/{bad}/{action}", headers), 400, "invalid_operation_id")
+
+
+# -- permissions ---------------------------------------------------------------------------------
+
+ROUTES = [
+    ("GET", "/v1/panel/system/jobs", "system.read"),
+    ("GET", "/v1/panel/system/jobs/{op}/history", "system.read"),
+    ("POST", "/v1/panel/system/jobs/{op}/retry", "system.write"),
+    ("POST", "/v1/panel/system/jobs/{op}/cancel", "system.write"),
+]
+PERMISSION_SETS = [
+    [],
+    ["system.read"],
+    ["system.write"],
+    ["subscriptions.read", "subscriptions.write"],
+    EVERYTHING,
+]
+
+
+@pytest.mark.parametrize("permissions", PERMISSION_SETS, ids=lambda p: "+".join(p) or "none")
+def test_permission_matrix(web, permissions):
+    headers = {**session_of(web, permissions=permissions), **REASON}
+    for method, template, needed in ROUTES:
+        op_id = operation_in("failed")
+        answer = requests.request(method, web + template.format(op=op_id), headers=headers, timeout=10)
+        if needed in permissions:
+            assert answer.status_code == 200, (method, template, permissions)
+        else:
+            assert_problem(answer, 403, "forbidden")
+            assert FulfillmentOperation.get_by_id(op_id).status == "failed"
+    if "system.write" not in permissions:
+        assert AuditEvent.select().where(AuditEvent.action.startswith("panel.")).count() == 0
+
+
+def test_every_panel_route_needs_a_session(web):
+    op_id = operation_in("failed")
+    for method, template, _ in ROUTES + [("GET", "/v1/panel/session", None)]:
+        for headers in ({}, {"Cookie": "omniflow_session=forged-token"}):
+            answer = requests.request(
+                method, web + template.format(op=op_id), headers={**headers, **REASON}, timeout=10
+            )
+            assert_problem(answer, 401, "unauthorized")
+    assert FulfillmentOperation.get_by_id(op_id).status == "failed"
+
+
+# -- leaks --------------------------------------------------------------------------------------
+
+
+def test_no_panel_answer_carries_a_subscription_link_squad_ids_or_a_token(web):
+    headers = {**session_of(web), **REASON}
+    op_ids = [operation_in(status) for status in ("failed", "retrying", "cancelled")]
+    for op_id in op_ids:
+        FulfillmentOperation.update(
+            request_summary=json.dumps({"squads": [SQUAD_UUID], "auth": BEARER}),
+            response_summary=json.dumps({"subscriptionUrl": SUBSCRIPTION_URL}),
+            desired_state=json.dumps({"squadIds": [SQUAD_UUID], "link": SUBSCRIPTION_URL}),
+        ).where(FulfillmentOperation.id == op_ids[0]).execute()
+        FulfillmentHistory.create(
+            operation=op_id,
+            attempt=1,
+            status="retrying",
+            error_code="remnawave_unavailable",
+            correlation_id="c",
+            request_summary=json.dumps({"squads": [SQUAD_UUID], "auth": BEARER}),
+            response_summary=json.dumps({"subscriptionUrl": SUBSCRIPTION_URL}),
+        )
+    answers = []
+    for status in ("failed", "retrying", "cancelled", "pending"):
+        answers.append(get(web, "/v1/panel/system/jobs", headers, status=status))
+    for op_id in op_ids:
+        answers.append(get(web, f"/v1/panel/system/jobs/{op_id}/history", headers))
+    answers.append(post(web, f"/v1/panel/system/jobs/{op_ids[0]}/retry", headers))
+    answers.append(post(web, f"/v1/panel/system/jobs/{op_ids[1]}/cancel", headers))
+    for answer in answers:
+        assert answer.status_code == 200
+        for secret in (SUBSCRIPTION_URL, SQUAD_UUID, BEARER, "leaky-token-value", "sub.example.net"):
+            assert secret not in answer.text

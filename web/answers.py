@@ -1,0 +1,60 @@
+"""What every JSON route shares: timestamps, JSON answers and bodies, the operator token."""
+
+import hmac
+import json
+
+import bottle
+
+from web import problems
+from web.problems import Problem
+
+MAX_BODY_BYTES = 64 * 1024
+
+
+def iso(value):
+    return value.isoformat(timespec="seconds") + "Z" if value else None
+
+
+def json_answer(status, body):
+    bottle.response.status = status
+    bottle.response.content_type = "application/json"
+    bottle.response.set_header(problems.REQUEST_ID_HEADER, problems.request_id())
+    return json.dumps(body)
+
+
+def json_body():
+    """The request's JSON object, or a 400 invalid_body."""
+    try:
+        body = json.loads(bottle.request.body.read(MAX_BODY_BYTES) or b"null")
+    except ValueError:
+        raise Problem(400, problems.INVALID_BODY, "the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise Problem(400, problems.INVALID_BODY, "the body must be a JSON object")
+    return body
+
+
+def bearer_refusal(operator_token):
+    """None when the request carries the operator token (compared in constant
+    time), else the 401 answer. Without a configured token nothing is accepted."""
+    header = bottle.request.get_header("Authorization", "")
+    given = header[len("Bearer ") :] if header.startswith("Bearer ") else ""
+    if operator_token and hmac.compare_digest(given.encode(), operator_token.encode()):
+        return None
+    bottle.response.set_header("WWW-Authenticate", "Bearer")
+    return problems.problem(401, problems.UNAUTHORIZED, "a valid operator bearer token is required")
+
+
+def limit_param(raw, default, maximum):
+    """A page size from the query: `default` when absent, else 1..maximum or a 400 invalid_limit."""
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+        raise Problem(400, problems.INVALID_LIMIT, f"limit must be a whole number from 1 to {maximum}")
+    return int(raw)
+
+
+def id_param(raw, code, what):
+    """A positive row id from the path or query, else a 400 with `code`."""
+    if not raw.isdigit() or len(raw) > 18 or int(raw) == 0:
+        raise Problem(400, code, f"{what} is a positive whole number")
+    return int(raw)

@@ -1,0 +1,233 @@
+"""The panel API for operators signed in with a session (SPEC 4.2, 4.5, 12.1).
+
+POST   /v1/panel/session                          sign in {username, password}: session cookie
+DELETE /v1/panel/session                          sign out
+GET    /v1/panel/session                          who is signed in, with which permissions
+GET    /v1/panel/system/jobs                      fulfillment operations (system.read)
+GET    /v1/panel/system/jobs/{id}/history         their attempts (system.read)
+POST   /v1/panel/system/jobs/{id}/retry|cancel    (system.write, X-Operator-Reason)
+
+The session cookie is HttpOnly and SameSite=Strict, so another site can
+neither read it nor send it; every mutation also needs the
+`X-Operator-Reason` header, which a cross-site form cannot set, and writes
+its audit event in the mutation's own transaction. Rows carry what an
+operator acts on (times, operation, attempts, error code, correlation id),
+never the request or response summaries or the desired state.
+"""
+
+import base64
+from functools import wraps
+
+import bottle
+
+from fulfillment import repair
+from models.base import db
+from models.fulfillment import OPERATION_STATUSES, OPERATIONS, FulfillmentHistory, FulfillmentOperation
+from ops import operators
+from web import problems
+from web.answers import id_param, iso, json_answer, json_body, limit_param
+from web.problems import Problem
+
+SESSION_COOKIE = "omniflow_session"
+REASON_HEADER = "X-Operator-Reason"
+REASON_MAX = 500
+DEFAULT_PAGE = 25
+MAX_PAGE = 200
+DEFAULT_STATUS = "failed"
+
+
+def operationjson_answer(op):
+    return {
+        "id": op.id,
+        "entitlementId": op.entitlement_id,
+        "operation": op.operation,
+        "status": op.status,
+        "attemptCount": op.attempt_count,
+        "errorCode": op.last_error_code,
+        "correlationId": op.correlation_id,
+        "createdAt": iso(op.created_at),
+        "nextAttemptAt": iso(op.next_attempt_at),
+        "completedAt": iso(op.completed_at),
+    }
+
+
+def historyjson_answer(row):
+    return {
+        "id": row.id,
+        "attempt": row.attempt,
+        "status": row.status,
+        "errorCode": row.error_code,
+        "correlationId": row.correlation_id,
+        "createdAt": iso(row.created_at),
+    }
+
+
+def encode_cursor(last_id):
+    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(raw):
+    try:
+        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        text = ""
+    if not text.startswith("id:") or not text[3:].isdigit() or len(text) > 24:
+        raise Problem(400, problems.INVALID_CURSOR, "cursor must be one this API returned")
+    return int(text[3:])
+
+
+def _reason():
+    reason = (bottle.request.get_header(REASON_HEADER) or "").strip()
+    if not reason:
+        raise Problem(400, problems.REASON_REQUIRED, f"the {REASON_HEADER} header is required for every change")
+    return reason[:REASON_MAX]
+
+
+def _answer(route, *args, **kwargs):
+    try:
+        return route(*args, **kwargs)
+    except Problem as error:
+        return problems.problem(error.status, error.code, error.detail)
+    finally:
+        if not db.is_closed() and not db.in_transaction():
+            db.close()
+
+
+def signed_in(permission=None):
+    """The route needs a live session, and `permission` when given (403 otherwise)."""
+
+    def decorate(route):
+        @wraps(route)
+        def wrapper(*args, **kwargs):
+            def run():
+                operator = operators.session_operator(bottle.request.get_cookie(SESSION_COOKIE))
+                if operator is None:
+                    raise Problem(401, problems.UNAUTHORIZED, "sign in first (the session is missing or expired)")
+                if permission and permission not in operator.permission_set:
+                    raise Problem(403, problems.FORBIDDEN, f"this needs the {permission} permission")
+                return route(operator, *args, **kwargs)
+
+            return _answer(run)
+
+        return wrapper
+
+    return decorate
+
+
+def build(secure_cookies=True):
+    app = bottle.Bottle()
+    problems.install(app)
+
+    @app.post("/v1/panel/session")
+    def sign_in():
+        def run():
+            body = json_body()
+            username, password = body.get("username"), body.get("password")
+            if not isinstance(username, str) or not isinstance(password, str) or not username or not password:
+                raise Problem(400, problems.INVALID_BODY, "username and password are required strings")
+            operator = operators.authenticate(username[:200], password[:1024])
+            if operator is None:
+                raise Problem(401, problems.INVALID_CREDENTIALS, "unknown username or wrong password")
+            token = operators.open_session(operator)
+            bottle.response.set_cookie(
+                SESSION_COOKIE,
+                token,
+                path="/",
+                httponly=True,
+                samesite="strict",
+                secure=secure_cookies,
+                max_age=int(operators.SESSION_TTL.total_seconds()),
+            )
+            return json_answer(200, _whoami(operator))
+
+        return _answer(run)
+
+    @app.delete("/v1/panel/session")
+    def sign_out():
+        def run():
+            operators.close_session(bottle.request.get_cookie(SESSION_COOKIE))
+            bottle.response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+            bottle.response.status = 204
+            bottle.response.set_header(problems.REQUEST_ID_HEADER, problems.request_id())
+            return ""
+
+        return _answer(run)
+
+    @app.get("/v1/panel/session")
+    @signed_in()
+    def whoami(operator):
+        return json_answer(200, _whoami(operator))
+
+    @app.get("/v1/panel/system/jobs")
+    @signed_in(operators.SYSTEM_READ)
+    def list_operations(operator):
+        query = bottle.request.query
+        status = query.get("status") or DEFAULT_STATUS
+        if status not in OPERATION_STATUSES:
+            raise Problem(400, problems.INVALID_STATUS, f"status must be one of {', '.join(OPERATION_STATUSES)}")
+        limit = limit_param(query.get("limit"), DEFAULT_PAGE, MAX_PAGE)
+        rows = FulfillmentOperation.select().where(FulfillmentOperation.status == status)
+        if query.get("operation"):
+            if query.get("operation") not in OPERATIONS:
+                raise Problem(400, problems.INVALID_OPERATION, f"operation must be one of {', '.join(OPERATIONS)}")
+            rows = rows.where(FulfillmentOperation.operation == query.get("operation"))
+        if query.get("entitlementId"):
+            entitlement_id = id_param(query.get("entitlementId"), problems.INVALID_ENTITLEMENT_ID, "entitlementId")
+            rows = rows.where(FulfillmentOperation.entitlement == entitlement_id)
+        if query.get("cursor"):
+            rows = rows.where(FulfillmentOperation.id < decode_cursor(query.get("cursor")))
+        page = list(rows.order_by(FulfillmentOperation.id.desc()).limit(limit + 1))
+        more = len(page) > limit
+        page = page[:limit]
+        return json_answer(
+            200,
+            {
+                "status": status,
+                "limit": limit,
+                "operations": [operationjson_answer(op) for op in page],
+                "nextCursor": encode_cursor(page[-1].id) if more else None,
+            },
+        )
+
+    @app.get("/v1/panel/system/jobs/<operation_id>/history")
+    @signed_in(operators.SYSTEM_READ)
+    def operation_history(operator, operation_id):
+        operation_id = id_param(operation_id, problems.INVALID_OPERATION_ID, "an operation id")
+        if FulfillmentOperation.get_or_none(FulfillmentOperation.id == operation_id) is None:
+            raise Problem(404, problems.OPERATION_NOT_FOUND, f"operation {operation_id} does not exist")
+        rows = (
+            FulfillmentHistory.select()
+            .where(FulfillmentHistory.operation == operation_id)
+            .order_by(FulfillmentHistory.id)
+            .limit(1000)
+        )
+        return json_answer(200, {"operationId": operation_id, "history": [historyjson_answer(row) for row in rows]})
+
+    def mutation(change):
+        def route(operator, operation_id):
+            operation_id = id_param(operation_id, problems.INVALID_OPERATION_ID, "an operation id")
+            reason = _reason()
+            try:
+                with db.atomic():
+                    op = change(operation_id, f"operator:{operator.username}", reason)
+            except repair.OperationNotFound:
+                raise Problem(404, problems.OPERATION_NOT_FOUND, f"operation {operation_id} does not exist") from None
+            except repair.StateConflict:
+                raise Problem(
+                    409, problems.STATE_CONFLICT, "a succeeded operation can be neither retried nor cancelled"
+                ) from None
+            return json_answer(200, {"operation": operationjson_answer(op)})
+
+        return route
+
+    app.post("/v1/panel/system/jobs/<operation_id>/retry")(
+        signed_in(operators.SYSTEM_WRITE)(mutation(repair.retry_operation))
+    )
+    app.post("/v1/panel/system/jobs/<operation_id>/cancel")(
+        signed_in(operators.SYSTEM_WRITE)(mutation(repair.cancel_operation))
+    )
+    return app
+
+
+def _whoami(operator):
+    return {"username": operator.username, "permissions": sorted(operator.permission_set)}
