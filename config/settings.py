@@ -65,6 +65,7 @@ class Settings:
     maintenance_probe_seconds: int = 30
     telegram_delivery_rate: int = 25
     support_attachment_dir: str = ""
+    worker_metrics_port: int = 0  # 0: the worker serves no metrics endpoint
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -112,6 +113,13 @@ def _positive_int(env, name, default):
     return value
 
 
+def _port(env, name, default):
+    port = _positive_int(env, name, default)
+    if port > 65535:
+        raise ConfigError(name, "must be at most 65535")
+    return port
+
+
 def _url(env, name):
     raw = (env.get(name) or "").strip()
     if raw and urlsplit(raw).scheme not in ("http", "https"):
@@ -142,9 +150,7 @@ def load_settings(environ=None, dotenv_path=None):
     if log_level not in LOG_LEVELS:
         raise ConfigError("LOG_LEVEL", f"must be one of {', '.join(LOG_LEVELS)}")
 
-    port = _positive_int(environ, "PORT", 8000)
-    if port > 65535:
-        raise ConfigError("PORT", "must be at most 65535")
+    port = _port(environ, "PORT", 8000)
 
     return Settings(
         database=parse_database_url((environ.get("DATABASE_URL") or "").strip()),
@@ -164,4 +170,5 @@ def load_settings(environ=None, dotenv_path=None):
         maintenance_probe_seconds=_positive_int(environ, "APP_MAINTENANCE_PROBE_SECONDS", 30),
         telegram_delivery_rate=_positive_int(environ, "APP_TELEGRAM_DELIVERY_RATE", 25),
         support_attachment_dir=(environ.get("APP_SUPPORT_ATTACHMENT_DIR") or "").strip(),
+        worker_metrics_port=_port(environ, "APP_WORKER_METRICS_PORT", 0),
     )

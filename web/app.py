@@ -2,7 +2,7 @@
 
 import bottle
 
-from web import admin, health, problems
+from web import admin, health, metrics, openapi, panel, problems
 
 WEB_THREADS = 8
 
@@ -12,6 +12,9 @@ def create_app(settings):
     problems.install(app)
     app.merge(health.build())
     app.merge(admin.build(settings.operator_token))
+    app.merge(panel.build())
+    app.merge(metrics.build(settings.operator_token))
+    app.merge(openapi.build())
     return app
 
 

@@ -1,7 +1,9 @@
 """Job metrics (SPEC 11): how many jobs ended how, and how long they ran.
 
 `outcome` is the state the run left the job in: completed, retryable,
-discarded, cancelled or snoozed. The web process exposes these over HTTP.
+discarded, cancelled or snoozed. Only the worker process that ran a job
+knows these, so each worker serves its own on APP_WORKER_METRICS_PORT
+(web/metrics.py says why not the client's multiprocess mode).
 """
 
 from prometheus_client import Counter, Histogram
@@ -22,3 +24,11 @@ JOB_DURATION = Histogram(
 def observe_run(kind, outcome, seconds):
     JOBS_TOTAL.labels(kind=kind, outcome=outcome).inc()
     JOB_DURATION.labels(kind=kind).observe(seconds)
+
+
+def serve(port):
+    """This process's metrics over HTTP on `port` (0: none)."""
+    if port:
+        from prometheus_client import start_http_server
+
+        start_http_server(port)

@@ -16,10 +16,10 @@ class WorkerProcesses:
         self.log_dir = Path(log_dir)
         self.processes = []
 
-    def start(self, *extra):
+    def start(self, *extra, env=None):
         index = len(self.processes)
         log = open(self.log_dir / f"worker-{index}.log", "w")
-        env = dict(os.environ, DATABASE_URL=self.database_url, LOG_LEVEL="INFO")
+        env = dict(os.environ, DATABASE_URL=self.database_url, LOG_LEVEL="INFO", **(env or {}))
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.worker", *extra],
             cwd=ROOT,

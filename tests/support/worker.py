@@ -8,6 +8,7 @@ job kinds (and, with --periodic, the 15-second test pass) are declared.
 import argparse
 
 import omniflow
+from jobs.engine import metrics
 from jobs.engine.kinds import QUEUES
 from tests.support import kinds  # noqa: F401
 
@@ -18,6 +19,7 @@ args = parser.parse_args()
 if args.periodic:
     from tests.support import periodic  # noqa: F401
 
-omniflow.bootstrap(pool_size=sum(QUEUES.values()) + omniflow.WORKER_POOL_EXTRA)
+settings = omniflow.bootstrap(pool_size=sum(QUEUES.values()) + omniflow.WORKER_POOL_EXTRA)
 omniflow.require_current_schema()
+metrics.serve(settings.worker_metrics_port)
 omniflow.run_worker(shutdown_timeout=args.shutdown_timeout)

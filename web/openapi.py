@@ -1,0 +1,309 @@
+"""The OpenAPI 3.1 description of every /v1/ route, served at GET /v1/openapi.json.
+
+tests/web/test_openapi.py keeps it true: every /v1/ route of the app is
+described here and nothing else is, and real answers carry exactly the
+documented fields.
+"""
+
+import json
+
+import bottle
+
+from models.fulfillment import OPERATION_STATUSES, OPERATIONS
+from web import admin, panel
+
+
+def _problem_ref():
+    return {"$ref": "#/components/schemas/Problem"}
+
+
+def _error(description):
+    return {"description": description, "content": {"application/problem+json": {"schema": _problem_ref()}}}
+
+
+def _ok(schema, description="OK"):
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _object(properties, required=None):
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": sorted(required if required is not None else properties),
+        "additionalProperties": False,
+    }
+
+
+STRING = {"type": "string"}
+NULLABLE_STRING = {"type": ["string", "null"]}
+INTEGER = {"type": "integer"}
+TIME = {"type": ["string", "null"], "format": "date-time"}
+
+JOB = _object(
+    {
+        "id": INTEGER,
+        "kind": STRING,
+        "queue": STRING,
+        "state": STRING,
+        "attempt": INTEGER,
+        "maxAttempts": INTEGER,
+        "createdAt": TIME,
+        "attemptedAt": TIME,
+        "errorCount": INTEGER,
+        "lastError": NULLABLE_STRING,
+        "args": _object({"keys": {"type": "array", "items": STRING}}),
+    }
+)
+OPERATION = _object(
+    {
+        "id": INTEGER,
+        "entitlementId": INTEGER,
+        "operation": {"type": "string", "enum": list(OPERATIONS)},
+        "status": {"type": "string", "enum": list(OPERATION_STATUSES)},
+        "attemptCount": INTEGER,
+        "errorCode": NULLABLE_STRING,
+        "correlationId": STRING,
+        "createdAt": TIME,
+        "nextAttemptAt": TIME,
+        "completedAt": TIME,
+    }
+)
+HISTORY_ROW = _object(
+    {
+        "id": INTEGER,
+        "attempt": INTEGER,
+        "status": STRING,
+        "errorCode": NULLABLE_STRING,
+        "correlationId": STRING,
+        "createdAt": TIME,
+    }
+)
+MAINTENANCE = _object({"active": {"type": "boolean"}, "since": TIME, "reason": NULLABLE_STRING})
+WHOAMI = _object({"username": STRING, "permissions": {"type": "array", "items": STRING}})
+PROBLEM = _object(
+    {
+        "type": STRING,
+        "title": STRING,
+        "status": INTEGER,
+        "code": STRING,
+        "detail": STRING,
+        "requestId": STRING,
+    }
+)
+
+BEARER = [{"operatorToken": []}]
+SESSION = [{"operatorSession": []}]
+REASON = {
+    "name": "X-Operator-Reason",
+    "in": "header",
+    "required": True,
+    "schema": {"type": "string", "minLength": 1},
+    "description": "Why; written to the audit event.",
+}
+
+
+def _id_parameter(name):
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"}}
+
+
+def _query(name, schema, description=""):
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+UNAUTHORIZED = _error("missing or wrong credentials (`unauthorized`)")
+FORBIDDEN = _error("the operator lacks the permission (`forbidden`)")
+BAD_REQUEST = _error("bad input; `code` says which")
+
+
+def document():
+    paths = {
+        "/v1/admin/jobs": {
+            "get": {
+                "summary": "Job rows, the dead letters by default",
+                "security": BEARER,
+                "parameters": [
+                    _query("state", {"type": "string", "enum": list(admin.LISTABLE_STATES)}),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": admin.MAX_LIMIT}),
+                ],
+                "responses": {
+                    "200": _ok(
+                        _object(
+                            {"state": STRING, "limit": INTEGER, "jobs": {"type": "array", "items": JOB}},
+                        )
+                    ),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "503": _error("no reachable, migrated job queue (`jobs_unavailable`)"),
+                },
+            }
+        },
+        "/v1/admin/outbox": {
+            "get": {
+                "summary": "How far the outbox is behind",
+                "security": BEARER,
+                "responses": {
+                    "200": _ok(_object({"pendingCount": INTEGER, "oldestAgeSeconds": INTEGER})),
+                    "401": UNAUTHORIZED,
+                    "503": _error("`jobs_unavailable`"),
+                },
+            }
+        },
+        "/v1/admin/maintenance": {
+            "get": {
+                "summary": "The maintenance switch",
+                "security": BEARER,
+                "responses": {"200": _ok(MAINTENANCE), "401": UNAUTHORIZED, "503": _error("`jobs_unavailable`")},
+            },
+            "post": {
+                "summary": "Turn maintenance mode on or off (audited)",
+                "security": BEARER,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object(
+                                {"active": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1}}
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _ok(MAINTENANCE),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "503": _error("`jobs_unavailable`"),
+                },
+            },
+        },
+        "/v1/panel/session": {
+            "post": {
+                "summary": "Sign in: sets the HttpOnly, SameSite=Strict session cookie",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object(
+                                {
+                                    "username": {"type": "string", "minLength": 1},
+                                    "password": {"type": "string", "minLength": 1},
+                                }
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _ok(WHOAMI),
+                    "400": BAD_REQUEST,
+                    "401": _error("unknown username or wrong password (`invalid_credentials`)"),
+                },
+            },
+            "get": {
+                "summary": "Who is signed in",
+                "security": SESSION,
+                "responses": {"200": _ok(WHOAMI), "401": UNAUTHORIZED},
+            },
+            "delete": {"summary": "Sign out", "responses": {"204": {"description": "signed out"}}},
+        },
+        "/v1/panel/system/jobs": {
+            "get": {
+                "summary": "Fulfillment operations, newest first (system.read)",
+                "security": SESSION,
+                "parameters": [
+                    _query("status", {"type": "string", "enum": list(OPERATION_STATUSES)}, "default: failed"),
+                    _query("operation", {"type": "string", "enum": list(OPERATIONS)}),
+                    _query("entitlementId", {"type": "string", "pattern": "^[0-9]{1,18}$"}),
+                    _query("cursor", STRING, "nextCursor of the previous page"),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": panel.MAX_PAGE}, "default: 25"),
+                ],
+                "responses": {
+                    "200": _ok(
+                        _object(
+                            {
+                                "status": STRING,
+                                "limit": INTEGER,
+                                "operations": {"type": "array", "items": OPERATION},
+                                "nextCursor": NULLABLE_STRING,
+                            }
+                        )
+                    ),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                },
+            }
+        },
+        "/v1/panel/system/jobs/{operationID}/history": {
+            "get": {
+                "summary": "Every attempt of an operation (system.read)",
+                "security": SESSION,
+                "parameters": [_id_parameter("operationID")],
+                "responses": {
+                    "200": _ok(_object({"operationId": INTEGER, "history": {"type": "array", "items": HISTORY_ROW}})),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such operation (`operation_not_found`)"),
+                },
+            }
+        },
+    }
+    for action, summary in (
+        ("retry", "Make a job available again (River's rules)"),
+        ("cancel", "Cancel an unfinished job"),
+    ):
+        paths[f"/v1/admin/jobs/{{jobID}}/{action}"] = {
+            "post": {
+                "summary": summary,
+                "security": BEARER,
+                "parameters": [_id_parameter("jobID")],
+                "responses": {
+                    "200": _ok(_object({"job": JOB})),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "404": _error("no such job (`job_not_found`)"),
+                    "422": _error("the job's state forbids it (`job_mutation_rejected`)"),
+                    "503": _error("`jobs_unavailable`"),
+                },
+            }
+        }
+    for action, summary in (("retry", "Re-queue the same operation"), ("cancel", "Cancel the operation")):
+        paths[f"/v1/panel/system/jobs/{{operationID}}/{action}"] = {
+            "post": {
+                "summary": f"{summary} (system.write, audited)",
+                "security": SESSION,
+                "parameters": [_id_parameter("operationID"), REASON],
+                "responses": {
+                    "200": _ok(_object({"operation": OPERATION})),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such operation (`operation_not_found`)"),
+                    "409": _error("a succeeded operation (`state_conflict`)"),
+                },
+            }
+        }
+    paths["/v1/openapi.json"] = {"get": {"summary": "This description", "responses": {"200": _ok({"type": "object"})}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Omniflow", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": {"Problem": PROBLEM},
+            "securitySchemes": {
+                "operatorToken": {"type": "http", "scheme": "bearer"},
+                "operatorSession": {"type": "apiKey", "in": "cookie", "name": panel.SESSION_COOKIE},
+            },
+        },
+    }
+
+
+def build():
+    app = bottle.Bottle()
+    body = json.dumps(document(), indent=2, sort_keys=True)
+
+    @app.get("/v1/openapi.json")
+    def openapi():
+        bottle.response.content_type = "application/json"
+        return body
+
+    return app
