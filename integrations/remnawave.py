@@ -395,8 +395,12 @@ class RemnawaveClient:
         deadline = started + self._timeout
         try:
             session = self._session_for_thread()
+            # Only the steps that apply: no cookies, auth objects or hooks here.
             request = requests.PreparedRequest()
-            request.prepare(method=method, url=self._base_url + path, headers=self._headers(), json=body)
+            request.prepare_method(method)
+            request.prepare_url(self._base_url + path, None)
+            request.prepare_headers(self._headers())
+            request.prepare_body(None, None, json=body)
             # Straight to the session's transport adapter: the session layer
             # would merge cookies, hooks and settings on every call (none
             # apply here) and follow redirects (a redirect must never carry
