@@ -18,4 +18,11 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 npm ci --prefix tests/contract --no-audit --no-fund --loglevel=error >/dev/null
 
+# The browser test drives Debian's Chromium with Playwright (no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "chromium is not installed: installing it from Debian's packages" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
 exec .venv/bin/python -m pytest -q "$@"

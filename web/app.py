@@ -2,7 +2,7 @@
 
 import bottle
 
-from web import admin, health, metrics, openapi, panel, problems
+from web import admin, health, metrics, openapi, pages, panel, problems
 
 WEB_THREADS = 8
 
@@ -15,6 +15,7 @@ def create_app(settings):
     app.merge(panel.build())
     app.merge(metrics.build(settings.operator_token))
     app.merge(openapi.build())
+    app.merge(pages.build())
     return app
 
 

@@ -239,6 +239,20 @@ class QueueSQL:
     def timestamp(self, value):
         return value
 
+    # -- reading for operators ---------------------------------------------------------
+
+    minute_of_finalized = "to_char(date_trunc('minute', finalized_at), 'YYYY-MM-DD HH24:MI')"
+
+    def finished_per_minute(self, since):
+        """[(minute 'YYYY-MM-DD HH:MM', state, count)] of jobs finalized since `since` (index jobs_finalized)."""
+        cursor = self.execute(
+            f"SELECT {self.minute_of_finalized}, state, COUNT(*) FROM jobs "
+            "WHERE state IN ('completed', 'discarded', 'cancelled') AND finalized_at >= %s "
+            "GROUP BY 1, 2",
+            [since],
+        )
+        return [(minute, state, count) for minute, state, count in cursor.fetchall()]
+
     # -- cleaning ---------------------------------------------------------------------
 
     def clean(self, state, finalized_before, batch):
@@ -415,6 +429,8 @@ class PostgresQueueSQL(QueueSQL):
 
 
 class SqliteQueueSQL(QueueSQL):
+    minute_of_finalized = "strftime('%Y-%m-%d %H:%M', finalized_at)"
+
     def adapt(self, sql):
         return sql.replace("%s", "?")
 

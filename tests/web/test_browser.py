@@ -1,0 +1,58 @@
+"""SPEC 4.4 in a real browser: headless Chromium (Debian's, driven by Playwright)
+signs in, opens System → Jobs, retries a failed operation with a reason and
+sees it move to pending. A screenshot goes to tests/artifacts/."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from models.fulfillment import FulfillmentOperation
+from models.ops import AuditEvent
+from tests.web import test_panel_api as api
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is missing: scripts/test.sh installs Debian's chromium package")
+    with sync_playwright() as playwright:
+        # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def test_an_operator_signs_in_and_retries_a_failed_operation_with_a_reason(web, browser):
+    api.operator("alice", ["system.read", "system.write"])
+    failed = api.operation_in("failed")
+    page = browser.new_page()
+    page.goto(web + "/panel/system/jobs")
+    page.wait_for_url("**/panel/login")  # no session yet
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", api.PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/panel/system/jobs")
+    row = page.locator(f'tr[data-operation="{failed}"]')
+    assert row.locator("td.status-failed").inner_text() == "failed"
+
+    row.locator("input[name=reason]").fill("panel was down during checkout")
+    with page.expect_navigation():
+        row.locator("button", has_text="Retry").click()
+    assert page.locator(f'tr[data-operation="{failed}"]').count() == 0  # no longer failed
+    page.select_option("select[name=status]", "pending")
+    with page.expect_navigation():
+        page.click("form.filters button[type=submit]")
+    moved = page.locator(f'tr[data-operation="{failed}"]')
+    assert moved.locator("td.status-pending").inner_text() == "pending"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "jobs-after-retry.png"), full_page=True)
+
+    assert FulfillmentOperation.get_by_id(failed).status == "pending"
+    audit = AuditEvent.get(AuditEvent.action == "panel.fulfillment.retried")
+    assert (audit.actor, audit.reason) == ("operator:alice", "panel was down during checkout")

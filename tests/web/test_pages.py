@@ -1,0 +1,112 @@
+"""SPEC 4.4: the pages an operator uses, with the API's permissions, and nothing on
+them that must not be shown (rendered by the real server, read as HTML)."""
+
+import json
+
+import pytest
+import requests
+
+from jobs import JobInsert, insert_many
+from models.base import utcnow
+from models.fulfillment import EntitlementDrift, FulfillmentHistory, FulfillmentOperation
+from models.jobs import Job
+from ops.records import emit_event
+from tests.web import test_panel_api as api
+
+PAGES = ["/panel/system/jobs", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue"]
+
+
+def page(web, path, headers=None, **params):
+    return requests.get(web + path, headers=headers or {}, params=params, timeout=10, allow_redirects=False)
+
+
+def test_without_a_session_every_page_sends_the_browser_to_the_login_page(web):
+    for path in PAGES + ["/panel/system/jobs/1"]:
+        answer = page(web, path)
+        assert answer.status_code == 303 and answer.headers["Location"].endswith("/panel/login")
+    login = page(web, "/panel/login")
+    assert login.status_code == 200 and 'id="login"' in login.text
+
+
+@pytest.mark.parametrize("permissions", [[], ["system.write"], ["subscriptions.read", "subscriptions.write"]])
+def test_without_system_read_every_page_is_403(web, permissions):
+    headers = api.session_of(web, permissions=permissions)
+    for path in PAGES:
+        answer = page(web, path, headers)
+        assert answer.status_code == 403 and "system.read" in answer.text
+
+
+def test_jobs_page_lists_failed_operations_with_retry_and_cancel_for_writers_only(web):
+    failed = api.operation_in("failed")
+    api.operation_in("succeeded")
+    writer = api.session_of(web, "writer", ["system.read", "system.write"])
+    text = page(web, "/panel/system/jobs", writer).text
+    assert f'data-operation="{failed}"' in text and "remnawave_unavailable" in text
+    assert f"/v1/panel/system/jobs/{failed}/retry" in text and f"/v1/panel/system/jobs/{failed}/cancel" in text
+    reader = api.session_of(web, "reader", ["system.read"])
+    text = page(web, "/panel/system/jobs", reader).text
+    assert f'data-operation="{failed}"' in text and "/retry" not in text
+    assert page(web, "/panel/system/jobs", reader, status="succeeded").text.count("data-operation=") == 1
+
+
+def test_history_page_shows_every_attempt(web):
+    op_id = api.operation_in("retrying")
+    for attempt in (1, 2):
+        FulfillmentHistory.create(
+            operation=op_id, attempt=attempt, status="retrying", error_code="remnawave_unavailable", correlation_id="c"
+        )
+    text = page(web, f"/panel/system/jobs/{op_id}", api.session_of(web)).text
+    assert text.count("<tr><td>") == 2 and "remnawave_unavailable" in text
+
+
+def test_drift_outbox_and_queue_pages_show_their_rows(web):
+    op_id = api.operation_in("failed")
+    entitlement_id = FulfillmentOperation.get_by_id(op_id).entitlement_id
+    EntitlementDrift.create(
+        entitlement=entitlement_id,
+        kind="device_limit",
+        expected=json.dumps({"value": 3}),
+        observed=json.dumps({"value": 5}),
+    )
+    emit_event("order.paid", {"orderId": 7, "email": "customer@example.com"})
+    insert_many([JobInsert("t_record", {"n": n}) for n in range(3)])
+    first = Job.select().order_by(Job.id).first()
+    Job.update(state="discarded", finalized_at=utcnow()).where(Job.id == first.id).execute()
+    Job.update(state="completed", finalized_at=utcnow()).where(Job.id != first.id).execute()
+    headers = api.session_of(web)
+    drift = page(web, "/panel/system/drift", headers).text
+    assert "device_limit" in drift and ">3<" in drift and ">5<" in drift
+    outbox = page(web, "/panel/system/outbox", headers).text
+    assert "order.paid" in outbox and "customer@example.com" not in outbox and "orderId" not in outbox
+    queue = page(web, "/panel/system/queue", headers).text
+    assert 'id="dead-letters"' in queue and f"<td>{first.id}</td>" in queue
+    completed = Job.select().where(Job.state == "completed").count()
+    assert f"{completed} completed</title>" in queue and "1 failed</title>" in queue  # this minute's bars
+
+
+def test_no_page_shows_a_subscription_link_squad_ids_a_token_or_a_summary(web):
+    op_id = api.with_secrets(api.operation_in("failed"))
+    op = FulfillmentOperation.get_by_id(op_id)
+    EntitlementDrift.create(
+        entitlement=op.entitlement_id,
+        kind="squads",
+        expected=json.dumps({"value": [api.SQUAD_UUID]}),
+        observed=json.dumps({"value": []}),
+    )
+    emit_event("order.paid", {"subscriptionUrl": api.SUBSCRIPTION_URL})
+    job_id = insert_many([JobInsert("t_record", {"n": 1, "link": api.SUBSCRIPTION_URL})])[0].job_id
+    Job.update(
+        state="discarded",
+        finalized_at=utcnow(),
+        attempt=1,
+        errors=json.dumps(
+            [{"attempt": 1, "at": utcnow().isoformat(), "error": f"boom {api.SUBSCRIPTION_URL} {api.BEARER}"}]
+        ),
+    ).where(Job.id == job_id).execute()
+    headers = api.session_of(web)
+    answers = [page(web, path, headers) for path in PAGES + [f"/panel/system/jobs/{op_id}", "/panel/login"]]
+    assert "1 squads" in answers[1].text
+    for answer in answers:
+        assert answer.status_code == 200
+        for secret in (api.SUBSCRIPTION_URL, api.SQUAD_UUID, api.BEARER, "leaky-token-value"):
+            assert secret not in answer.text, (answer.url, secret)

@@ -1,0 +1,251 @@
+"""Pages an operator uses in a browser (SPEC 4.4): server-rendered, no build step.
+
+/panel/login, and System → Jobs (with each operation's history and Retry /
+Cancel asking for a reason), Drift, Outbox and Queue. A page needs the same
+session and permission as the API behind it; without a session it sends the
+browser to the login page, without the permission it answers 403. Retry and
+Cancel call the panel API itself (`/v1/panel/system/jobs/{id}/retry|cancel`
+with `X-Operator-Reason`), so the rules, the 409 and the audit are the API's.
+Nothing here shows a subscription link, a provider body, squad ids, the
+desired state or request/response summaries: templates escape everything,
+and drift values are reduced to what an operator compares.
+"""
+
+import datetime
+import json
+import os
+from functools import wraps
+
+import bottle
+
+from jobs import client
+from jobs.engine.executor import job_sql
+from models.base import db, utcnow
+from models.fulfillment import (
+    OPERATION_STATUSES,
+    OPERATIONS,
+    EntitlementDrift,
+    FulfillmentHistory,
+    FulfillmentOperation,
+)
+from models.ops import OutboxEvent
+from ops import operators
+from web import panel
+from web.answers import iso
+from web.problems import Problem
+
+TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+CHART_MINUTES = 60
+CHART_WIDTH, CHART_HEIGHT = 720, 120
+DEAD_LETTER_ROWS = 50
+OUTBOX_ROWS = 500
+
+
+def render(name, **values):
+    bottle.response.content_type = "text/html; charset=utf-8"
+    bottle.response.set_header("Cache-Control", "no-store")
+    bottle.response.set_header("X-Frame-Options", "DENY")
+    return bottle.template(name, template_lookup=[TEMPLATES], iso=iso, **values)
+
+
+def page(permission):
+    """A page for a signed-in operator with `permission`; login redirect or 403 otherwise."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(*args, **kwargs):
+            try:
+                operator = operators.session_operator(bottle.request.get_cookie(panel.SESSION_COOKIE))
+                if operator is None:
+                    return bottle.redirect("/panel/login", 303)
+                if permission not in operator.permission_set:
+                    bottle.response.status = 403
+                    return render("denied", operator=operator, permission=permission)
+                return view(operator, *args, **kwargs)
+            except Problem as error:
+                bottle.response.status = error.status
+                return render("denied", operator=None, permission=error.detail)
+            finally:
+                if not db.is_closed() and not db.in_transaction():
+                    db.close()
+
+        return wrapper
+
+    return decorate
+
+
+def drift_value(kind, stored):
+    """What an operator compares, never an identifier: squads become a count."""
+    try:
+        value = json.loads(stored).get("value")
+    except (ValueError, AttributeError):
+        return "?"
+    if kind == "squads":
+        return f"{len(value or [])} squads"
+    if kind == "missing_remote":
+        return "user exists" if value else "no user"
+    if kind in ("traffic", "device_limit"):
+        return "unlimited" if value in (None, 0) else str(value)
+    if kind in ("expiry", "status"):
+        return str(value)
+    return "changed"
+
+
+def _age(created_at, now):
+    seconds = max(0, int((now - created_at).total_seconds()))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+def chart(per_minute, now):
+    """Bars per minute over the last hour: completed (green) above failed (red)."""
+    end = now.replace(second=0, microsecond=0)
+    minutes = [end - datetime.timedelta(minutes=CHART_MINUTES - 1 - i) for i in range(CHART_MINUTES)]
+    counts = {}
+    for minute, state, count in per_minute:
+        key = (minute, "completed" if state == "completed" else "failed")
+        counts[key] = counts.get(key, 0) + count
+    peak = max(
+        [1] + [sum(counts.get((m.strftime("%Y-%m-%d %H:%M"), s), 0) for s in ("completed", "failed")) for m in minutes]
+    )
+    step = CHART_WIDTH / CHART_MINUTES
+    bars = []
+    for index, minute in enumerate(minutes):
+        label = minute.strftime("%Y-%m-%d %H:%M")
+        completed, failed = counts.get((label, "completed"), 0), counts.get((label, "failed"), 0)
+        base = CHART_HEIGHT
+        for value, fill, word in ((completed, "#12b76a", "completed"), (failed, "#f04438", "failed")):
+            height = round(value / peak * CHART_HEIGHT, 1)
+            if height:
+                base -= height
+                bars.append(
+                    {
+                        "x": round(index * step, 1),
+                        "y": base,
+                        "w": round(step - 1, 1),
+                        "h": height,
+                        "fill": fill,
+                        "title": f"{label} UTC: {value} {word}",
+                    }
+                )
+    return {
+        "bars": bars,
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "peak": peak,
+        "start": minutes[0].strftime("%H:%M"),
+        "end": minutes[-1].strftime("%H:%M UTC"),
+    }
+
+
+def build():
+    app = bottle.Bottle()
+
+    @app.get("/panel")
+    @app.get("/panel/")
+    def home():
+        return bottle.redirect("/panel/system/jobs", 303)
+
+    @app.get("/panel/login")
+    def login():
+        return render("login")
+
+    @app.get("/panel/system/jobs")
+    @page(operators.SYSTEM_READ)
+    def jobs_page(operator):
+        query = bottle.request.query
+        status = query.get("status") or panel.DEFAULT_STATUS
+        status = status if status in OPERATION_STATUSES else panel.DEFAULT_STATUS
+        operation = query.get("operation") if query.get("operation") in OPERATIONS else None
+        entitlement = query.get("entitlementId") or ""
+        entitlement_id = int(entitlement) if entitlement.isdigit() and len(entitlement) <= 18 else None
+        rows = FulfillmentOperation.select().where(FulfillmentOperation.status == status)
+        if operation:
+            rows = rows.where(FulfillmentOperation.operation == operation)
+        if entitlement_id:
+            rows = rows.where(FulfillmentOperation.entitlement == entitlement_id)
+        if query.get("cursor"):
+            rows = rows.where(FulfillmentOperation.id < panel.decode_cursor(query.get("cursor")))
+        found = list(rows.order_by(FulfillmentOperation.id.desc()).limit(panel.DEFAULT_PAGE + 1))
+        return render(
+            "jobs",
+            operator=operator,
+            rows=found[: panel.DEFAULT_PAGE],
+            next_cursor=panel.encode_cursor(found[panel.DEFAULT_PAGE - 1].id)
+            if len(found) > panel.DEFAULT_PAGE
+            else None,
+            status=status,
+            operation=operation,
+            entitlement_id=entitlement_id,
+            statuses=OPERATION_STATUSES,
+            operations=OPERATIONS,
+            can_write=operators.SYSTEM_WRITE in operator.permission_set,
+        )
+
+    @app.get("/panel/system/jobs/<operation_id>")
+    @page(operators.SYSTEM_READ)
+    def history_page(operator, operation_id):
+        op = (
+            FulfillmentOperation.get_or_none(FulfillmentOperation.id == int(operation_id))
+            if operation_id.isdigit() and len(operation_id) <= 18
+            else None
+        )
+        if op is None:
+            bottle.abort(404, "no such operation")
+        history = (
+            FulfillmentHistory.select()
+            .where(FulfillmentHistory.operation == op.id)
+            .order_by(FulfillmentHistory.id)
+            .limit(1000)
+        )
+        return render("history", operator=operator, op=op, history=list(history))
+
+    @app.get("/panel/system/drift")
+    @page(operators.SYSTEM_READ)
+    def drift_page(operator):
+        rows = [
+            {
+                "entitlement_id": drift.entitlement_id,
+                "kind": drift.kind,
+                "expected": drift_value(drift.kind, drift.expected),
+                "observed": drift_value(drift.kind, drift.observed),
+                "detected_at": iso(drift.detected_at),
+            }
+            for drift in EntitlementDrift.select()
+            .where(EntitlementDrift.status == "open")
+            .order_by(EntitlementDrift.detected_at.desc())
+            .limit(500)
+        ]
+        return render("drift", operator=operator, rows=rows)
+
+    @app.get("/panel/system/outbox")
+    @page(operators.SYSTEM_READ)
+    def outbox_page(operator):
+        now = utcnow()
+        pending = (
+            OutboxEvent.select(OutboxEvent.topic, OutboxEvent.created_at)
+            .where(OutboxEvent.published_at.is_null())
+            .order_by(OutboxEvent.created_at)
+            .limit(OUTBOX_ROWS)
+        )
+        return render(
+            "outbox", operator=operator, rows=[(event.topic, _age(event.created_at, now)) for event in pending]
+        )
+
+    @app.get("/panel/system/queue")
+    @page(operators.SYSTEM_READ)
+    def queue_page(operator):
+        now = utcnow()
+        per_minute = job_sql().finished_per_minute(now - datetime.timedelta(minutes=CHART_MINUTES))
+        return render(
+            "queue",
+            operator=operator,
+            counts=sorted(client.counts().items()),
+            chart=chart(per_minute, now),
+            dead=client.dead_letter(limit=DEAD_LETTER_ROWS),
+        )
+
+    return app

@@ -1,0 +1,10 @@
+% rebase("layout", title="Operation " + str(op.id), operator=operator, here="/panel/system/jobs")
+<h1>Operation {{op.id}} <span class="muted">· {{op.operation}} · <span class="status-{{op.status}}">{{op.status}}</span></span></h1>
+<p class="muted">entitlement {{op.entitlement_id}} · idempotency key <span class="code">{{op.idempotency_key}}</span> · correlation <span class="code">{{op.correlation_id}}</span></p>
+<table id="history">
+  <tr><th>attempt</th><th>status</th><th>error</th><th>correlation</th><th>at</th></tr>
+  % for row in history:
+  <tr><td>{{row.attempt}}</td><td class="status-{{row.status}}">{{row.status}}</td><td class="code">{{row.error_code or ''}}</td><td class="code muted">{{row.correlation_id}}</td><td class="muted">{{iso(row.created_at)}}</td></tr>
+  % end
+</table>
+<p><a href="/panel/system/jobs">← all operations</a></p>
