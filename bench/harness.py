@@ -103,9 +103,10 @@ def noop_done():
     """Body of every no-op job: count it; stop the clock at the N-th."""
     with _jobs_done.get_lock():
         _jobs_done.value += 1
-        n = _jobs_done.value
-    if n == _target:
-        _burn_end.value = time.time()
+        # Stopped inside the lock: the parent, which reads the count, must
+        # never see the N-th job counted before the clock stopped.
+        if _jobs_done.value == _target:
+            _burn_end.value = time.time()
 
 
 def probe_started(i):
