@@ -28,8 +28,8 @@ from models.fulfillment import (
     FulfillmentHistory,
     FulfillmentOperation,
 )
-from models.ops import OutboxEvent
-from ops import operators
+from models.ops import MaintenanceState, OutboxEvent
+from ops import maintenance, operators
 from web import panel
 from web.answers import iso
 from web.problems import Problem
@@ -246,6 +246,8 @@ def build():
             counts=sorted(client.counts().items()),
             chart=chart(per_minute, now),
             dead=client.dead_letter(limit=DEAD_LETTER_ROWS),
+            maintenance=MaintenanceState.get_by_id(maintenance.MAINTENANCE_ROW),
+            can_write=operators.SYSTEM_WRITE in operator.permission_set,
         )
 
     return app

@@ -56,3 +56,23 @@ def test_an_operator_signs_in_and_retries_a_failed_operation_with_a_reason(web, 
     assert FulfillmentOperation.get_by_id(failed).status == "pending"
     audit = AuditEvent.get(AuditEvent.action == "panel.fulfillment.retried")
     assert (audit.actor, audit.reason) == ("operator:alice", "panel was down during checkout")
+
+
+def test_an_operator_turns_maintenance_on_from_the_queue_page(web, browser):
+    from ops import maintenance
+
+    api.operator("alice", ["system.read", "system.write"])
+    page = browser.new_page()
+    page.goto(web + "/panel/login")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", api.PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/panel/system/jobs")
+    page.click("nav >> text=Queue")
+    page.wait_for_url("**/panel/system/queue")
+    box = page.locator("#maintenance")
+    box.locator("input[name=reason]").fill("provider outage")
+    with page.expect_navigation():
+        box.locator("button", has_text="Turn on").click()
+    assert "Maintenance mode is on" in page.locator("#maintenance").inner_text()
+    assert maintenance.is_active()

@@ -58,8 +58,10 @@
   document.querySelectorAll("form.operator-change").forEach((form) => form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const reason = form.querySelector("input[name=reason]").value.trim();
-    const action = (event.submitter || form.querySelector("button")).dataset.action;
-    const answer = await fetch(action, { method: "POST", headers: { "X-Operator-Reason": reason } });
+    const button = event.submitter || form.querySelector("button");
+    const headers = { "X-Operator-Reason": reason };
+    if (button.dataset.body) headers["Content-Type"] = "application/json";
+    const answer = await fetch(button.dataset.action, { method: "POST", headers, body: button.dataset.body || undefined });
     if (answer.ok) { location.reload(); return; }
     const problem = await answer.json().catch(() => ({ detail: answer.statusText }));
     form.querySelector(".error").textContent = problem.detail || "refused";

@@ -1,5 +1,19 @@
 % rebase("layout", title="Queue", operator=operator, here="/panel/system/queue")
 <h1>Queue</h1>
+<div id="maintenance" style="margin-bottom:16px; padding:10px 12px; background:#fff; border:1px solid var(--line); border-radius:6px">
+  % if maintenance.active:
+  <strong style="color:var(--bad)">Maintenance mode is on</strong> <span class="muted">since {{iso(maintenance.since)}} · {{maintenance.reason or ''}} · set by {{maintenance.set_by or ''}}</span>
+  % else:
+  <strong>Maintenance mode is off</strong> <span class="muted">fulfillment runs; purchases are accepted</span>
+  % end
+  % if can_write:
+  <form class="inline operator-change" style="margin-top:8px">
+    <input name="reason" placeholder="reason" required size="30" aria-label="reason for the maintenance change">
+    <button type="submit" class="{{'' if maintenance.active else 'danger'}}" data-action="/v1/panel/system/maintenance" data-body='{"active": {{'false' if maintenance.active else 'true'}}}'>Turn {{'off' if maintenance.active else 'on'}}</button>
+    <span class="error" style="color:var(--bad)"></span>
+  </form>
+  % end
+</div>
 <table id="counts" style="max-width:640px">
   <tr><th>queue</th><th>state</th><th>jobs</th></tr>
   % for (queue, state), count in counts:
