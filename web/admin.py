@@ -116,7 +116,7 @@ def build(operator_token):
     @app.get("/v1/admin/maintenance")
     @guarded
     def maintenance_state():
-        return json_answer(200, _maintenancejson_answer())
+        return json_answer(200, maintenance_json())
 
     @app.post("/v1/admin/maintenance")
     @guarded
@@ -129,12 +129,12 @@ def build(operator_token):
             raise Problem(400, problems.REASON_REQUIRED, "a reason is required to change maintenance mode")
         with db.atomic():
             maintenance.set_mode(active, reason.strip()[:500], actor="admin-api")
-        return json_answer(200, _maintenancejson_answer())
+        return json_answer(200, maintenance_json())
 
     return app
 
 
-def _maintenancejson_answer():
+def maintenance_json():
     state = MaintenanceState.get_by_id(maintenance.MAINTENANCE_ROW)
     return {"active": bool(state.active), "since": iso(state.since), "reason": state.reason}
 

@@ -282,6 +282,76 @@ def document():
                 },
             }
         }
+    paths["/v1/panel/customers/{customerID}/subscriptions/{subscriptionID}/operations"] = {
+        "post": {
+            "summary": "Queue an operator change of one subscription (subscriptions.write, audited; SPEC 2.19)",
+            "security": SESSION,
+            "parameters": [
+                {"name": "customerID", "in": "path", "required": True, "schema": STRING},
+                {"name": "subscriptionID", "in": "path", "required": True, "schema": STRING},
+                REASON,
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": _object(
+                            {
+                                "operation": {
+                                    "type": "string",
+                                    "enum": [
+                                        "enable",
+                                        "disable",
+                                        "reset_traffic",
+                                        "extend",
+                                        "set_limits",
+                                        "set_squads",
+                                    ],
+                                },
+                                "requestId": {"type": "string", "minLength": 1, "maxLength": 64},
+                                "endsAt": {"type": "string", "format": "date-time"},
+                                "trafficLimitBytes": {"type": ["integer", "null"], "minimum": 0},
+                                "deviceLimit": {"type": ["integer", "null"], "minimum": 0},
+                                "squadIds": {"type": "array", "items": STRING},
+                            },
+                            required=["operation"],
+                        )
+                    }
+                },
+            },
+            "responses": {
+                "202": _ok(_object({"operationId": INTEGER, "operation": STRING, "status": STRING}), "queued"),
+                "400": BAD_REQUEST,
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": _error("no such subscription for this customer (`subscription_not_found`)"),
+                "409": _error("never provisioned (`not_provisioned`), or the request id reused differently"),
+                "422": _error("an operation an operator cannot request (`unsupported_operation`)"),
+            },
+        }
+    }
+    paths["/v1/panel/system/maintenance"] = {
+        "get": {
+            "summary": "The maintenance switch (system.read)",
+            "security": SESSION,
+            "responses": {"200": _ok(MAINTENANCE), "401": UNAUTHORIZED, "403": FORBIDDEN},
+        },
+        "post": {
+            "summary": "Turn maintenance mode on or off (system.write, audited)",
+            "security": SESSION,
+            "parameters": [REASON],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _object({"active": {"type": "boolean"}})}},
+            },
+            "responses": {
+                "200": _ok(MAINTENANCE),
+                "400": BAD_REQUEST,
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+            },
+        },
+    }
     paths["/v1/openapi.json"] = {"get": {"summary": "This description", "responses": {"200": _ok({"type": "object"})}}}
     return {
         "openapi": "3.1.0",

@@ -6,6 +6,9 @@ GET    /v1/panel/session                          who is signed in, with which p
 GET    /v1/panel/system/jobs                      fulfillment operations (system.read)
 GET    /v1/panel/system/jobs/{id}/history         their attempts (system.read)
 POST   /v1/panel/system/jobs/{id}/retry|cancel    (system.write, X-Operator-Reason)
+POST   /v1/panel/customers/{c}/subscriptions/{s}/operations   an operator change (subscriptions.write, SPEC 2.19)
+GET    /v1/panel/system/maintenance               the maintenance switch (system.read)
+POST   /v1/panel/system/maintenance {active}      turn it on or off (system.write, X-Operator-Reason)
 
 The session cookie is HttpOnly and SameSite=Strict, so another site can
 neither read it nor send it; every mutation also needs the
@@ -16,15 +19,18 @@ never the request or response summaries or the desired state.
 """
 
 import base64
+import datetime
 from functools import wraps
 
 import bottle
 
-from fulfillment import repair
+from fulfillment import changes, repair
+from fulfillment.enqueue import FulfillmentRequestRejected
 from models.base import db
 from models.fulfillment import OPERATION_STATUSES, OPERATIONS, FulfillmentHistory, FulfillmentOperation
-from ops import operators
+from ops import maintenance, operators
 from web import problems
+from web.admin import maintenance_json
 from web.answers import id_param, iso, json_answer, json_body, limit_param
 from web.problems import Problem
 
@@ -226,7 +232,82 @@ def build(secure_cookies=True):
     app.post("/v1/panel/system/jobs/<operation_id>/cancel")(
         signed_in(operators.SYSTEM_WRITE)(mutation(repair.cancel_operation))
     )
+    @app.post("/v1/panel/customers/<customer_id>/subscriptions/<subscription_id>/operations")
+    @signed_in(operators.SUBSCRIPTIONS_WRITE)
+    def subscription_operation(operator, customer_id, subscription_id):
+        reason = _reason()
+        body = json_body()
+        request_id = body.get("requestId") or bottle.request.get_header(problems.REQUEST_ID_HEADER)
+        if not isinstance(request_id, str) or not 1 <= len(request_id) <= 64 or not request_id.isprintable():
+            raise Problem(
+                400, problems.REQUEST_ID_REQUIRED, "requestId (or X-Request-ID) names the request, up to 64 characters"
+            )
+        operation = body.get("operation")
+        if not isinstance(operation, str):
+            raise Problem(400, problems.INVALID_BODY, "operation is required")
+        options = _change_options(body)
+        try:
+            queued = changes.request_change(
+                customer_id[:64],
+                subscription_id[:64],
+                operation,
+                request_id,
+                actor=f"operator:{operator.username}",
+                reason=reason,
+                **options,
+            )
+        except changes.ChangeRejected as rejected:
+            raise Problem(rejected.http_status, rejected.code, str(rejected)) from None
+        except FulfillmentRequestRejected as rejected:
+            status = 409 if rejected.code == "idempotency_key_reused" else 400
+            raise Problem(status, rejected.code, str(rejected)) from None
+        return json_answer(202, queued)
+
+    @app.get("/v1/panel/system/maintenance")
+    @signed_in(operators.SYSTEM_READ)
+    def maintenance_state(operator):
+        return json_answer(200, maintenance_json())
+
+    @app.post("/v1/panel/system/maintenance")
+    @signed_in(operators.SYSTEM_WRITE)
+    def set_maintenance(operator):
+        active = json_body().get("active")
+        if not isinstance(active, bool):
+            raise Problem(400, problems.INVALID_BODY, "active must be true or false")
+        reason = _reason()
+        with db.atomic():
+            maintenance.set_mode(active, reason, actor=f"operator:{operator.username}")
+        return json_answer(200, maintenance_json())
+
     return app
+
+
+def _change_options(body):
+    """endsAt, trafficLimitBytes, deviceLimit, squadIds of a change, checked; absent ones stay unset."""
+    options = {}
+    if "endsAt" in body:
+        raw = body["endsAt"]
+        try:
+            ends_at = datetime.datetime.fromisoformat(raw.replace("Z", "+00:00")) if isinstance(raw, str) else None
+        except ValueError:
+            ends_at = None
+        if ends_at is None:
+            raise Problem(400, problems.INVALID_BODY, "endsAt must be an ISO 8601 time")
+        if ends_at.tzinfo is not None:
+            ends_at = ends_at.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        options["ends_at"] = ends_at
+    for key, name in (("trafficLimitBytes", "traffic_bytes"), ("deviceLimit", "device_limit")):
+        if key in body:
+            value = body[key]
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise Problem(400, problems.INVALID_BODY, f"{key} must be a whole number or null (unlimited)")
+            options[name] = value
+    if "squadIds" in body:
+        squads = body["squadIds"]
+        if not isinstance(squads, list) or not all(isinstance(s, str) and 0 < len(s) <= 64 for s in squads):
+            raise Problem(400, problems.INVALID_BODY, "squadIds must be a list of squad ids")
+        options["squad_ids"] = squads
+    return options
 
 
 def _whoami(operator):

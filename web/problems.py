@@ -33,6 +33,7 @@ INVALID_OPERATION_ID = "invalid_operation_id"
 OPERATION_NOT_FOUND = "operation_not_found"
 STATE_CONFLICT = "state_conflict"
 METRICS_UNAVAILABLE = "metrics_unavailable"
+REQUEST_ID_REQUIRED = "request_id_required"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

@@ -15,7 +15,14 @@ OPERATOR_TOKEN = "operator-token-0123456789abcdef"
 def web(database):
     settings = load_settings({"APP_OPERATOR_TOKEN": OPERATOR_TOKEN})
     server = waitress.create_server(create_app(settings), host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=server.run, daemon=True)
+
+    def run():
+        try:
+            server.run()
+        except OSError:
+            pass  # the listening socket closed under the loop at teardown
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.effective_port}"
     server.close()

@@ -12,7 +12,8 @@ import jobs.fulfillment  # noqa: F401  (registers the fulfillment job kind the r
 from commerce.settlement import settle_order
 from fulfillment import rules
 from models.base import utcnow
-from models.fulfillment import FulfillmentHistory, FulfillmentOperation
+from models.commerce import Subscription
+from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
 from models.operators import OperatorSession
 from models.ops import AuditEvent
@@ -340,9 +341,132 @@ def test_unknown_and_malformed_operation_ids(web, action):
         assert_problem(post(web, f"/v1/panel/system/jobs/{bad}/{action}", headers), 400, "invalid_operation_id")
 
 
+# -- subscription changes (SPEC 2.19) -----------------------------------------------------------
+
+
+def provisioned():
+    """A paid, provisioned subscription: (customer id, subscription id)."""
+    op_id = operation_in("succeeded")
+    entitlement = Entitlement.get_by_id(FulfillmentOperation.get_by_id(op_id).entitlement_id)
+    Entitlement.update(status="active").where(Entitlement.id == entitlement.id).execute()
+    Subscription.update(remote_user_id="42", remote_username="sub_x").where(
+        Subscription.id == entitlement.subscription_id
+    ).execute()
+    return Subscription.get_by_id(entitlement.subscription_id).customer_id, entitlement.subscription_id
+
+
+def change(web, headers, customer_id, subscription_id, body):
+    url = f"{web}/v1/panel/customers/{customer_id}/subscriptions/{subscription_id}/operations"
+    return requests.post(url, headers=headers, json=body, timeout=10)
+
+
+def test_an_operator_change_is_queued_audited_and_a_double_submit_reuses_it(web):
+    headers = {**session_of(web), **REASON}
+    customer_id, subscription_id = provisioned()
+    first = change(web, headers, customer_id, subscription_id, {"operation": "disable", "requestId": "form-1"})
+    assert first.status_code == 202
+    body = first.json()
+    assert body["operation"] == "disable" and body["status"] == "pending"
+    again = change(web, headers, customer_id, subscription_id, {"operation": "disable", "requestId": "form-1"})
+    assert again.status_code == 202 and again.json()["operationId"] == body["operationId"]
+    audits = list(AuditEvent.select().where(AuditEvent.action == "panel.subscription.disable"))
+    assert [(a.actor, a.reason, a.subject_id) for a in audits] == [
+        ("operator:alice", REASON["X-Operator-Reason"], subscription_id)
+    ]
+    assert Job.select().where(Job.kind == "fulfillment", Job.state == "available").count() >= 1
+
+
+def test_extend_and_set_limits_carry_their_parameters(web):
+    headers = {**session_of(web), **REASON}
+    customer_id, subscription_id = provisioned()
+    later = (utcnow() + datetime.timedelta(days=90)).isoformat() + "Z"
+    answer = change(
+        web, headers, customer_id, subscription_id, {"operation": "extend", "requestId": "r1", "endsAt": later}
+    )
+    assert answer.status_code == 202
+    limits = {"operation": "set_limits", "requestId": "r2", "trafficLimitBytes": None, "deviceLimit": 5}
+    assert change(web, headers, customer_id, subscription_id, limits).status_code == 202
+    entitlement = Entitlement.get(Entitlement.subscription == subscription_id)
+    assert (entitlement.traffic_allowance_bytes, entitlement.device_limit) == (None, 5)
+
+
+@pytest.mark.parametrize(
+    "body, status, code",
+    [
+        ({"operation": "create", "requestId": "a"}, 422, "unsupported_operation"),
+        ({"operation": "reconcile", "requestId": "a"}, 422, "unsupported_operation"),
+        ({"operation": "explode", "requestId": "a"}, 422, "unsupported_operation"),
+        ({"operation": "extend", "requestId": "a"}, 400, "ends_at_required"),
+        ({"operation": "extend", "requestId": "a", "endsAt": "tomorrow"}, 400, "invalid_body"),
+        ({"operation": "extend", "requestId": "a", "endsAt": "2001-01-01T00:00:00Z"}, 400, "invalid_ends_at"),
+        ({"operation": "set_limits", "requestId": "a"}, 400, "limits_required"),
+        ({"operation": "set_limits", "requestId": "a", "deviceLimit": -1}, 400, "invalid_limit"),
+        ({"operation": "set_limits", "requestId": "a", "deviceLimit": "3"}, 400, "invalid_body"),
+        ({"operation": "set_squads", "requestId": "a", "squadIds": "x"}, 400, "invalid_body"),
+        ({"requestId": "a"}, 400, "invalid_body"),
+    ],
+)
+def test_bad_changes_are_refused_and_queue_nothing(web, body, status, code):
+    headers = {**session_of(web), **REASON}
+    customer_id, subscription_id = provisioned()
+    before = FulfillmentOperation.select().count()
+    assert_problem(change(web, headers, customer_id, subscription_id, body), status, code)
+    assert FulfillmentOperation.select().count() == before
+    assert AuditEvent.select().where(AuditEvent.action.startswith("panel.subscription")).count() == 0
+
+
+def test_a_change_needs_a_reason_a_request_id_the_right_customer_and_a_provisioned_slot(web):
+    cookie = session_of(web)
+    customer_id, subscription_id = provisioned()
+    body = {"operation": "enable", "requestId": "x"}
+    assert_problem(change(web, cookie, customer_id, subscription_id, body), 400, "reason_required")
+    no_id = change(web, {**cookie, **REASON}, customer_id, subscription_id, {"operation": "enable"})
+    assert_problem(no_id, 400, "request_id_required")
+    named = {**cookie, **REASON, "X-Request-ID": "form-7"}
+    assert change(web, named, customer_id, subscription_id, {"operation": "enable"}).status_code == 202
+    other_customer = commerce.customer("Mallory").id
+    assert_problem(
+        change(web, {**cookie, **REASON}, other_customer, subscription_id, body), 404, "subscription_not_found"
+    )
+    Subscription.update(remote_user_id=None).where(Subscription.id == subscription_id).execute()
+    assert_problem(change(web, {**cookie, **REASON}, customer_id, subscription_id, body), 409, "not_provisioned")
+
+
+# -- maintenance ---------------------------------------------------------------------------------
+
+
+def test_an_operator_turns_maintenance_on_and_off_with_a_reason_audited(web):
+    headers = {**session_of(web), **REASON}
+    url = web + "/v1/panel/system/maintenance"
+    assert requests.get(url, headers=headers, timeout=10).json()["active"] is False
+    answer = requests.post(url, headers=headers, json={"active": True}, timeout=10)
+    assert answer.status_code == 200 and answer.json()["active"] is True
+    assert answer.json()["reason"] == REASON["X-Operator-Reason"]
+    assert requests.post(url, headers=headers, json={"active": False}, timeout=10).json()["active"] is False
+    assert [
+        (a.action, a.actor) for a in AuditEvent.select().order_by(AuditEvent.id) if a.action.startswith("maint")
+    ] == [
+        ("maintenance.enabled", "operator:alice"),
+        ("maintenance.disabled", "operator:alice"),
+    ]
+
+
+def test_maintenance_changes_need_a_reason_and_a_boolean(web):
+    headers = session_of(web)
+    url = web + "/v1/panel/system/maintenance"
+    assert_problem(requests.post(url, headers=headers, json={"active": True}, timeout=10), 400, "reason_required")
+    for body in ({"active": "yes"}, {}, []):
+        answer = requests.post(url, headers={**headers, **REASON}, json=body, timeout=10)
+        assert_problem(answer, 400, "invalid_body")
+    assert requests.get(url, headers=headers, timeout=10).json()["active"] is False
+
+
 # -- permissions ---------------------------------------------------------------------------------
 
 ROUTES = [
+    ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/operations", "subscriptions.write"),
+    ("GET", "/v1/panel/system/maintenance", "system.read"),
+    ("POST", "/v1/panel/system/maintenance", "system.write"),
     ("GET", "/v1/panel/system/jobs", "system.read"),
     ("GET", "/v1/panel/system/jobs/{op}/history", "system.read"),
     ("POST", "/v1/panel/system/jobs/{op}/retry", "system.write"),
@@ -360,16 +484,22 @@ PERMISSION_SETS = [
 @pytest.mark.parametrize("permissions", PERMISSION_SETS, ids=lambda p: "+".join(p) or "none")
 def test_permission_matrix(web, permissions):
     headers = {**session_of(web, permissions=permissions), **REASON}
+    customer_id, subscription_id = provisioned()
     for method, template, needed in ROUTES:
         op_id = operation_in("failed")
-        answer = requests.request(method, web + template.format(op=op_id), headers=headers, timeout=10)
+        body = {"active": True} if "maintenance" in template else {"operation": "enable", "requestId": needed}
+        path = template.format(op=op_id, customer=customer_id, subscription=subscription_id)
+        answer = requests.request(method, web + path, headers=headers, json=body, timeout=10)
         if needed in permissions:
-            assert answer.status_code == 200, (method, template, permissions)
+            assert answer.status_code in (200, 202), (method, template, permissions)
         else:
             assert_problem(answer, 403, "forbidden")
             assert FulfillmentOperation.get_by_id(op_id).status == "failed"
     if "system.write" not in permissions:
-        assert AuditEvent.select().where(AuditEvent.action.startswith("panel.")).count() == 0
+        assert AuditEvent.select().where(AuditEvent.action.startswith("panel.fulfillment.")).count() == 0
+        assert AuditEvent.select().where(AuditEvent.action.startswith("maintenance.")).count() == 0
+    if "subscriptions.write" not in permissions:
+        assert AuditEvent.select().where(AuditEvent.action.startswith("panel.subscription")).count() == 0
 
 
 def test_every_panel_route_needs_a_session(web):
@@ -377,7 +507,10 @@ def test_every_panel_route_needs_a_session(web):
     for method, template, _ in ROUTES + [("GET", "/v1/panel/session", None)]:
         for headers in ({}, {"Cookie": "omniflow_session=forged-token"}):
             answer = requests.request(
-                method, web + template.format(op=op_id), headers={**headers, **REASON}, timeout=10
+                method,
+                web + template.format(op=op_id, customer="c", subscription="s"),
+                headers={**headers, **REASON},
+                timeout=10,
             )
             assert_problem(answer, 401, "unauthorized")
     assert FulfillmentOperation.get_by_id(op_id).status == "failed"
