@@ -234,7 +234,7 @@ def run(database_url, orders=500, fail_rate=0.30, lost_rate=0.05, workers=2, tim
         db.close()
 
 
-def _fresh_pg_database(server_url):
+def _fresh_pg_database(server_url, name=BENCH_DB):
     import psycopg2
     from urllib.parse import urlsplit, urlunsplit
 
@@ -243,13 +243,13 @@ def _fresh_pg_database(server_url):
     cursor = connection.cursor()
     cursor.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-        [BENCH_DB],
+        [name],
     )
-    cursor.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}"')
-    cursor.execute(f'CREATE DATABASE "{BENCH_DB}"')
+    cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    cursor.execute(f'CREATE DATABASE "{name}"')
     connection.close()
     parts = urlsplit(server_url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + BENCH_DB, "", ""))
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, "", ""))
 
 
 def main(argv=None):

@@ -91,7 +91,13 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
     from config.settings import parse_database_url
 
     database = open_database(parse_database_url(f"sqlite:///{tmp_path / 'fresh.sqlite3'}"))
-    everything = ["0001_job_queue", "0002_commerce_fulfillment", "0003_hot_fulfillment_updates", "0004_operators"]
+    everything = [
+        "0001_job_queue",
+        "0002_commerce_fulfillment",
+        "0003_hot_fulfillment_updates",
+        "0004_operators",
+        "0005_dead_letter_index",
+    ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything
     assert migrations.apply(database) == []

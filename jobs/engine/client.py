@@ -46,6 +46,12 @@ class JobInsert:
     priority: int = None
 
 
+LIST_COLUMNS = (
+    Job.id, Job.kind, Job.queue, Job.state, Job.args, Job.attempt, Job.max_attempts, Job.priority,
+    Job.created_at, Job.scheduled_at, Job.attempted_at, Job.attempted_by, Job.finalized_at, Job.errors,
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class JobView:
     """A job row as listings show it: errors counted, the last one redacted."""
@@ -65,6 +71,30 @@ class JobView:
     finalized_at: datetime.datetime
     error_count: int
     last_error: str
+
+    @classmethod
+    def from_values(cls, values):
+        """From a row of LIST_COLUMNS (listings skip the ORM's objects: they show many rows)."""
+        (job_id, kind, queue, state, args, attempt, max_attempts, priority, created_at, scheduled_at,
+         attempted_at, attempted_by, finalized_at, errors) = values  # fmt: skip
+        errors = json.loads(errors)
+        return cls(
+            id=job_id,
+            kind=kind,
+            queue=queue,
+            state=state,
+            args=json.loads(args),
+            attempt=attempt,
+            max_attempts=max_attempts,
+            priority=priority,
+            created_at=created_at,
+            scheduled_at=scheduled_at,
+            attempted_at=attempted_at,
+            attempted_by=attempted_by,
+            finalized_at=finalized_at,
+            error_count=len(errors),
+            last_error=redact(errors[-1]["error"]) if errors else None,
+        )
 
     @classmethod
     def from_row(cls, job):
@@ -243,12 +273,12 @@ class JobClient:
         return JobView.from_row(job)
 
     def list(self, states=None, kind=None, limit=50):
-        query = Job.select().order_by(Job.id.desc()).limit(limit)
+        query = Job.select(*LIST_COLUMNS).order_by(Job.id.desc()).limit(limit)
         if states:
             query = query.where(Job.state.in_(list(states)))
         if kind:
             query = query.where(Job.kind == kind)
-        return [JobView.from_row(job) for job in query]
+        return [JobView.from_values(values) for values in query.tuples()]
 
     def dead_letter(self, limit=50):
         """Jobs that ended without completing: discarded and cancelled."""
