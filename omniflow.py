@@ -102,8 +102,14 @@ def cmd_worker(args):
 def cmd_web(args):
     from web.app import WEB_THREADS, create_app, serve
 
-    settings = bootstrap(pool_size=WEB_THREADS + 2)
+    settings = bootstrap(pool_size=WEB_THREADS + 3)
     load_job_kinds()  # the kinds' rules (queue, uniqueness) for the jobs web inserts; web never runs them
+    if settings.remnawave_url:
+        from integrations.remnawave import RemnawaveClient
+        from ops import maintenance_controller
+
+        panel = RemnawaveClient(settings.remnawave_url, settings.remnawave_token)
+        maintenance_controller.start(panel, settings.maintenance_probe_seconds)
     serve(create_app(settings), settings.port)
 
 
@@ -202,6 +208,19 @@ def cmd_demo(args):
     print("\nsee the rows again with: python omniflow.py jobs list  (or --state dead_letter)")
 
 
+def cmd_dev_seed(args):
+    import migrations
+    from devtools import stack
+    from models import db
+
+    settings = bootstrap()
+    migrations.apply(db.obj)
+    seeded = stack.seed()
+    base = f"http://127.0.0.1:{settings.port}"
+    print("dev-seed: sample data added" if seeded else "dev-seed: sample data already there")
+    print(f"dev-seed: panel {base}/panel/login  user {stack.DEV_OPERATOR}  password {stack.DEV_PASSWORD}")
+
+
 def cmd_fake_remnawave(args):
     # Development and tests only: a fake Remnawave panel; no settings, no database.
     from fakes.remnawave import run_cli
@@ -244,6 +263,10 @@ def build_parser():
     demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
     demo_parser.add_argument("--seconds", type=float, default=40)
     demo_parser.set_defaults(run=cmd_demo)
+
+    commands.add_parser(
+        "dev-seed", help="development: migrate and add sample data (an operator, plans, paid orders)"
+    ).set_defaults(run=cmd_dev_seed)
 
     fake_parser = commands.add_parser("fake-remnawave", help="development: a fake Remnawave panel (no database)")
     fake_parser.add_argument("--host", default="127.0.0.1")

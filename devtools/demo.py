@@ -29,11 +29,11 @@ def start_panel():
     return panel
 
 
-def seed():
-    """Settle the demo orders; returns (settlements, duplicates skipped)."""
-    plan = Plan.get_or_none(Plan.code == "demo-monthly") or Plan.create(
-        code="demo-monthly",
-        name="Demo monthly",
+def monthly_plan(code, name):
+    """30 days, 100 GB, 3 devices, one squad, a day's grace: the plan sample data sells."""
+    return Plan.create(
+        code=code,
+        name=name,
         duration_days=30,
         traffic_allowance_bytes=100 << 30,
         device_limit=3,
@@ -41,6 +41,11 @@ def seed():
         grace_period_hours=24,
         price_minor=499,
     )
+
+
+def seed():
+    """Settle the demo orders; returns (settlements, duplicates skipped)."""
+    plan = Plan.get_or_none(Plan.code == "demo-monthly") or monthly_plan("demo-monthly", "Demo monthly")
     settlements = []
     for index in range(DEMO_ORDERS):
         customer = Customer.create(display_name=f"demo customer {index + 1}")

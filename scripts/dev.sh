@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
-# Set up and run the development flow: a virtualenv with the pinned
-# dependencies, then the worker on a local SQLite file with a demo load,
-# and the job list at the end. Extra arguments go to `omniflow.py demo`.
+# Set up and run the development stack on SQLite: a virtualenv with the pinned
+# dependencies, sample data (an operator, plans, paid orders, one operation
+# that fails), then the fake Remnawave panel, the web process and a worker
+# together from Procfile.dev. Ctrl-C stops all three.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
-exec .venv/bin/python omniflow.py demo "$@"
+.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-devstack.txt
+
+# Development defaults; a variable already set (or in .env) wins.
+export DATABASE_URL="${DATABASE_URL:-sqlite:///var/dev.sqlite3}"
+export PORT="${PORT:-8000}"
+export DEV_WEB_PORT="$PORT"  # honcho gives each process its own PORT; Procfile.dev passes this one to web
+export APP_FAKE_PANEL_PORT="${APP_FAKE_PANEL_PORT:-3010}"
+export APP_REMNAWAVE_URL="${APP_REMNAWAVE_URL:-http://127.0.0.1:${APP_FAKE_PANEL_PORT}}"
+export APP_REMNAWAVE_TOKEN="${APP_REMNAWAVE_TOKEN:-omniflow-fake-remnawave-dev-token}"
+export APP_OPERATOR_TOKEN="${APP_OPERATOR_TOKEN:-dev-operator-token-0123456789}"
+export APP_MAINTENANCE_PROBE_SECONDS="${APP_MAINTENANCE_PROBE_SECONDS:-10}"
+
+export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
+python omniflow.py dev-seed
+echo "dev: fake Remnawave panel on ${APP_REMNAWAVE_URL}; admin API token ${APP_OPERATOR_TOKEN}"
+exec honcho -f Procfile.dev start "$@"

@@ -1,0 +1,38 @@
+"""Sample data for the development stack (`python omniflow.py dev-seed`).
+
+An operator to sign in with, a plan, a few customers with paid orders (the
+worker provisions them on the fake panel), and one operation whose desired
+state is corrupt, so System → Jobs has a failed operation to look at and
+retry. Seeding twice adds nothing.
+"""
+
+from commerce.settlement import settle_order
+from devtools.demo import monthly_plan
+from models.base import db
+from models.commerce import Customer, Order, Plan
+from models.fulfillment import FulfillmentOperation
+from models.operators import Operator
+from ops.operators import PERMISSIONS, create_operator
+
+DEV_OPERATOR = "admin"
+DEV_PASSWORD = "omniflow-dev-password"  # development only: the stack runs on 127.0.0.1
+PAID_ORDERS = 4
+
+
+def seed(password=DEV_PASSWORD):
+    """Returns True when it seeded, False when the data was already there."""
+    if Operator.get_or_none(Operator.username == DEV_OPERATOR) is not None:
+        return False
+    create_operator(DEV_OPERATOR, password, list(PERMISSIONS), actor="dev-seed")
+    with db.atomic():
+        plan = monthly_plan("dev-monthly", "Monthly, 100 GB, 3 devices")
+        Plan.create(code="dev-unlimited", name="Unlimited", duration_days=30, price_minor=999)
+    settlements = []
+    for index in range(PAID_ORDERS + 1):
+        customer = Customer.create(display_name=f"dev customer {index + 1}")
+        order = Order.create(customer=customer, plan=plan, operation="purchase", amount_minor=plan.price_minor)
+        settlements.append(settle_order(order.id, "provider_webhook"))
+    FulfillmentOperation.update(desired_state="{not json").where(
+        FulfillmentOperation.id == settlements[-1].operation_id
+    ).execute()
+    return True
