@@ -4,7 +4,7 @@ from models.base import BaseModel, db, utcnow
 from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
 from models.jobs import QUEUE_MODELS
-from models.operators import Operator, OperatorSession
+from models.operators import LoginFailure, Operator, OperatorSession
 from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxEvent
 
 ALL_MODELS = QUEUE_MODELS + [
@@ -22,6 +22,7 @@ ALL_MODELS = QUEUE_MODELS + [
     MaintenanceState,
     Operator,
     OperatorSession,
+    LoginFailure,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

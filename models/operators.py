@@ -31,3 +31,12 @@ class OperatorSession(BaseModel):
 
     class Meta:
         table_name = "operator_sessions"
+
+
+class LoginFailure(BaseModel):
+    id = BigAutoField()
+    username = TextField()
+    failed_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "operator_login_failures"

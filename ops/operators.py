@@ -13,7 +13,7 @@ import secrets
 from peewee import IntegrityError
 
 from models.base import db, utcnow
-from models.operators import Operator, OperatorSession
+from models.operators import LoginFailure, Operator, OperatorSession
 from ops.records import record_audit
 from security.passwords import DECOY_HASH, hash_password, verify_password
 
@@ -25,10 +25,18 @@ PERMISSIONS = (SYSTEM_READ, SYSTEM_WRITE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRIT
 
 SESSION_TTL = datetime.timedelta(hours=12)
 USERNAME_MAX = 64
+# Five wrong passwords for one username within 15 minutes: that name is refused
+# (without hashing anything) until the oldest of them is 15 minutes old.
+MAX_FAILURES = 5
+FAILURE_WINDOW = datetime.timedelta(minutes=15)
 
 
 class OperatorError(ValueError):
     pass
+
+
+class TooManyAttempts(Exception):
+    """Sign-ins for this username are throttled for now."""
 
 
 def create_operator(username, password, permissions, actor="cli"):
@@ -57,15 +65,24 @@ def create_operator(username, password, permissions, actor="cli"):
     return operator
 
 
-def authenticate(username, password):
-    """The operator for these credentials, or None (an unknown name costs as long as a wrong password)."""
+def authenticate(username, password, now=None):
+    """The operator for these credentials, or None (an unknown name costs as long as
+    a wrong password). Raises TooManyAttempts while the name is throttled, known or not."""
+    now = now or utcnow()
+    since = now - FAILURE_WINDOW
+    recent = LoginFailure.select().where(LoginFailure.username == username, LoginFailure.failed_at > since).count()
+    if recent >= MAX_FAILURES:
+        raise TooManyAttempts(username)
     operator = Operator.get_or_none(Operator.username == username)
     if operator is None:
         verify_password(password, DECOY_HASH)
-        return None
-    if not verify_password(password, operator.password_hash) or operator.disabled_at is not None:
-        return None
-    return operator
+    elif verify_password(password, operator.password_hash) and operator.disabled_at is None:
+        LoginFailure.delete().where(LoginFailure.username == username).execute()
+        return operator
+    with db.atomic():
+        LoginFailure.delete().where(LoginFailure.username == username, LoginFailure.failed_at <= since).execute()
+        LoginFailure.create(username=username, failed_at=now)
+    return None
 
 
 def open_session(operator, now=None):

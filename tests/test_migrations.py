@@ -97,6 +97,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0003_hot_fulfillment_updates",
         "0004_operators",
         "0005_dead_letter_index",
+        "0006_login_failures",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

@@ -195,6 +195,7 @@ def document():
                     "200": _ok(WHOAMI),
                     "400": BAD_REQUEST,
                     "401": _error("unknown username or wrong password (`invalid_credentials`)"),
+                    "429": _error("5 failed sign-ins for this username within 15 minutes (`too_many_attempts`)"),
                 },
             },
             "get": {

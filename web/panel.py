@@ -131,7 +131,13 @@ def build(secure_cookies=True):
             username, password = body.get("username"), body.get("password")
             if not isinstance(username, str) or not isinstance(password, str) or not username or not password:
                 raise Problem(400, problems.INVALID_BODY, "username and password are required strings")
-            operator = operators.authenticate(username[:200], password[:1024])
+            try:
+                operator = operators.authenticate(username[:200], password[:1024])
+            except operators.TooManyAttempts:
+                bottle.response.set_header("Retry-After", str(int(operators.FAILURE_WINDOW.total_seconds())))
+                raise Problem(
+                    429, problems.TOO_MANY_ATTEMPTS, "too many failed sign-ins for this username; try again later"
+                ) from None
             if operator is None:
                 raise Problem(401, problems.INVALID_CREDENTIALS, "unknown username or wrong password")
             token = operators.open_session(operator)

@@ -34,6 +34,7 @@ OPERATION_NOT_FOUND = "operation_not_found"
 STATE_CONFLICT = "state_conflict"
 METRICS_UNAVAILABLE = "metrics_unavailable"
 REQUEST_ID_REQUIRED = "request_id_required"
+TOO_MANY_ATTEMPTS = "too_many_attempts"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

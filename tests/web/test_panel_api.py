@@ -129,7 +129,31 @@ def test_a_disabled_operator_loses_its_sessions(web):
     assert_problem(get(web, "/v1/panel/system/jobs", headers), 401, "unauthorized")
 
 
-def test_passwords_are_stored_as_slow_salted_hashes():
+def test_five_wrong_passwords_throttle_the_name_known_or_not(web):
+    operator()
+    for name in ("alice", "mallory"):
+        for _ in range(operators.MAX_FAILURES):
+            assert_problem(sign_in(web, name=name, password="wrong password!"), 401, "invalid_credentials")
+        throttled = sign_in(web, name=name)  # even the right password waits
+        assert_problem(throttled, 429, "too_many_attempts")
+        assert int(throttled.headers["Retry-After"]) == 900
+    assert OperatorSession.select().count() == 0
+
+
+def test_a_success_clears_the_failures_and_the_window_ends_the_throttle(database):
+    operator()
+    for _ in range(operators.MAX_FAILURES - 1):
+        assert operators.authenticate("alice", "wrong password!") is None
+    assert operators.authenticate("alice", PASSWORD) is not None
+    for _ in range(operators.MAX_FAILURES):
+        assert operators.authenticate("alice", "wrong password!") is None
+    with pytest.raises(operators.TooManyAttempts):
+        operators.authenticate("alice", PASSWORD)
+    later = utcnow() + operators.FAILURE_WINDOW + datetime.timedelta(seconds=1)
+    assert operators.authenticate("alice", PASSWORD, now=later) is not None
+
+
+def test_passwords_are_stored_as_slow_salted_hashes(database):
     first, second = operator("one"), operator("two")
     assert PASSWORD not in first.password_hash
     assert first.password_hash.startswith("scrypt$16384$8$1$")
