@@ -676,7 +676,7 @@ class FakeRemnawave:
         method = handler.command
         path = urlsplit(handler.path).path
         length = handler.headers.get("Content-Length")
-        if length and (not length.isdigit() or int(length) > MAX_REQUEST_BYTES):
+        if length and (not (length.isascii() and length.isdigit()) or int(length) > MAX_REQUEST_BYTES):
             self._respond(handler, 413, {"statusCode": 413, "message": "Payload Too Large"}, close=True)
             return
         raw = handler.rfile.read(int(length)) if length else b""

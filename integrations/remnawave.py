@@ -437,7 +437,7 @@ class RemnawaveClient:
 
     def _read_capped(self, response, deadline):
         declared = response.headers.get("Content-Length")
-        if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        if declared and declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             raise RemnawaveError(REMNAWAVE_UNAVAILABLE, status=response.status_code, detail=DETAIL_OVERSIZED)
         chunks, size = [], 0
         try:

@@ -403,7 +403,7 @@ def _find_remote(client, claim):
 
 
 def _remote_id(text):
-    return int(text) if text.isdigit() else text
+    return int(text) if text.isascii() and text.isdigit() else text
 
 
 def _push(client, remote, claim):

@@ -48,13 +48,18 @@ def limit_param(raw, default, maximum):
     """A page size from the query: `default` when absent, else 1..maximum or a 400 invalid_limit."""
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+    if not _digits(raw) or not 1 <= int(raw) <= maximum:
         raise Problem(400, problems.INVALID_LIMIT, f"limit must be a whole number from 1 to {maximum}")
     return int(raw)
 
 
 def id_param(raw, code, what):
     """A positive row id from the path or query, else a 400 with `code`."""
-    if not raw.isdigit() or len(raw) > 18 or int(raw) == 0:
+    if not _digits(raw) or len(raw) > 18 or int(raw) == 0:
         raise Problem(400, code, f"{what} is a positive whole number")
     return int(raw)
+
+
+def _digits(raw):
+    # str.isdigit() is also true for "²" or "٣", which int() refuses: plain ASCII digits only.
+    return raw.isascii() and raw.isdigit()

@@ -161,7 +161,9 @@ def build():
         status = status if status in OPERATION_STATUSES else panel.DEFAULT_STATUS
         operation = query.get("operation") if query.get("operation") in OPERATIONS else None
         entitlement = query.get("entitlementId") or ""
-        entitlement_id = int(entitlement) if entitlement.isdigit() and len(entitlement) <= 18 else None
+        entitlement_id = (
+            int(entitlement) if entitlement.isascii() and entitlement.isdigit() and len(entitlement) <= 18 else None
+        )
         rows = FulfillmentOperation.select().where(FulfillmentOperation.status == status)
         if operation:
             rows = rows.where(FulfillmentOperation.operation == operation)
@@ -190,7 +192,7 @@ def build():
     def history_page(operator, operation_id):
         op = (
             FulfillmentOperation.get_or_none(FulfillmentOperation.id == int(operation_id))
-            if operation_id.isdigit() and len(operation_id) <= 18
+            if operation_id.isascii() and operation_id.isdigit() and len(operation_id) <= 18
             else None
         )
         if op is None:

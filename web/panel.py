@@ -77,7 +77,7 @@ def decode_cursor(raw):
         text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
     except (ValueError, UnicodeDecodeError):
         text = ""
-    if not text.startswith("id:") or not text[3:].isdigit() or len(text) > 24:
+    if not text.startswith("id:") or not (text[3:].isascii() and text[3:].isdigit()) or len(text) > 24:
         raise Problem(400, problems.INVALID_CURSOR, "cursor must be one this API returned")
     return int(text[3:])
 

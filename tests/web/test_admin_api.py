@@ -114,7 +114,16 @@ def test_unknown_state_is_invalid_state(web, state):
 
 @pytest.mark.parametrize(
     "limit, ok",
-    [("0", False), ("1", True), ("200", True), ("201", False), ("abc", False), ("-1", False), ("1.5", False)],
+    [
+        ("0", False),
+        ("1", True),
+        ("200", True),
+        ("201", False),
+        ("abc", False),
+        ("-1", False),
+        ("1.5", False),
+        ("²", False),
+    ],
 )
 def test_limit_must_be_one_to_two_hundred(web, limit, ok):
     for _ in range(3):
@@ -146,6 +155,8 @@ def test_retry_and_cancel_follow_the_state_rules(web):
         ("-3", 400, "invalid_job_id"),
         ("1e3", 400, "invalid_job_id"),
         ("0", 400, "invalid_job_id"),
+        ("²", 400, "invalid_job_id"),
+        ("٣", 400, "invalid_job_id"),
         ("1" * 19, 400, "invalid_job_id"),
     ],
 )

@@ -235,6 +235,8 @@ def test_the_cursor_pages_through_every_row_once(web):
         ({"limit": "201"}, "invalid_limit"),
         ({"limit": "abc"}, "invalid_limit"),
         ({"limit": "-1"}, "invalid_limit"),
+        ({"limit": "²"}, "invalid_limit"),
+        ({"entitlementId": "٣"}, "invalid_entitlement_id"),
         ({"status": "stuck"}, "invalid_status"),
         ({"operation": "delete"}, "invalid_operation"),
         ({"entitlementId": "x1"}, "invalid_entitlement_id"),
@@ -361,7 +363,7 @@ def test_a_mutation_without_a_reason_is_refused_and_writes_nothing(web, action):
 def test_unknown_and_malformed_operation_ids(web, action):
     headers = {**session_of(web), **REASON}
     assert_problem(post(web, f"/v1/panel/system/jobs/424242/{action}", headers), 404, "operation_not_found")
-    for bad in ("abc", "0", "1" * 19):
+    for bad in ("abc", "0", "1" * 19, "²"):
         assert_problem(post(web, f"/v1/panel/system/jobs/{bad}/{action}", headers), 400, "invalid_operation_id")
 
 
