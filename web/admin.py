@@ -25,7 +25,7 @@ from models.base import db, utcnow
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance
 from web import problems
-from web.answers import bearer_refusal, id_param, iso, json_answer, json_body, limit_param
+from web.answers import answered, bearer_refusal, id_param, iso, json_answer, json_body, limit_param
 from web.problems import Problem
 
 logger = logging.getLogger("omniflow.web.admin")
@@ -42,7 +42,7 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 
 
-def jobjson_answer(view):
+def job_json(view):
     return {
         "id": view.id,
         "kind": view.kind,
@@ -72,14 +72,12 @@ def build(operator_token):
             refusal = bearer_refusal(operator_token)
             if refusal is not None:
                 return refusal
-            try:
+
+            def run():
                 _require_jobs()
                 return route(*args, **kwargs)
-            except Problem as error:
-                return problems.problem(error.status, error.code, error.detail)
-            finally:
-                if not db.is_closed() and not db.in_transaction():
-                    db.close()
+
+            return answered(run)
 
         return wrapper
 
@@ -91,7 +89,7 @@ def build(operator_token):
             raise Problem(400, problems.INVALID_STATE, f"state must be one of {', '.join(LISTABLE_STATES)}")
         limit = limit_param(bottle.request.query.get("limit"), DEFAULT_LIMIT, MAX_LIMIT)
         views = client.list(LISTABLE_STATES[state], limit=limit)
-        return json_answer(200, {"state": state, "limit": limit, "jobs": [jobjson_answer(v) for v in views]})
+        return json_answer(200, {"state": state, "limit": limit, "jobs": [job_json(v) for v in views]})
 
     @app.post("/v1/admin/jobs/<job_id>/retry")
     @guarded
@@ -146,7 +144,7 @@ def _mutate(job_id, change):
         raise Problem(404, problems.JOB_NOT_FOUND, f"job {job_id} does not exist") from None
     except JobMutationRejected as rejected:
         raise Problem(422, problems.JOB_MUTATION_REJECTED, str(rejected)) from None
-    return json_answer(200, {"job": jobjson_answer(view)})
+    return json_answer(200, {"job": job_json(view)})
 
 
 _schema_current = set()  # databases seen migrated (release migrates before web starts)

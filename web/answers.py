@@ -5,6 +5,7 @@ import json
 
 import bottle
 
+from models.base import db
 from web import problems
 from web.problems import Problem
 
@@ -13,6 +14,18 @@ MAX_BODY_BYTES = 64 * 1024
 
 def iso(value):
     return value.isoformat(timespec="seconds") + "Z" if value else None
+
+
+def answered(route, *args, **kwargs):
+    """Run a route: a raised Problem becomes its problem+json answer, and a pooled
+    connection the route opened goes back to the pool."""
+    try:
+        return route(*args, **kwargs)
+    except Problem as error:
+        return problems.problem(error.status, error.code, error.detail)
+    finally:
+        if not db.is_closed() and not db.in_transaction():
+            db.close()
 
 
 def json_answer(status, body):
@@ -48,18 +61,18 @@ def limit_param(raw, default, maximum):
     """A page size from the query: `default` when absent, else 1..maximum or a 400 invalid_limit."""
     if raw is None or raw == "":
         return default
-    if not _digits(raw) or not 1 <= int(raw) <= maximum:
+    if not plain_digits(raw) or not 1 <= int(raw) <= maximum:
         raise Problem(400, problems.INVALID_LIMIT, f"limit must be a whole number from 1 to {maximum}")
     return int(raw)
 
 
 def id_param(raw, code, what):
     """A positive row id from the path or query, else a 400 with `code`."""
-    if not _digits(raw) or len(raw) > 18 or int(raw) == 0:
+    if not plain_digits(raw) or len(raw) > 18 or int(raw) == 0:
         raise Problem(400, code, f"{what} is a positive whole number")
     return int(raw)
 
 
-def _digits(raw):
+def plain_digits(raw):
     # str.isdigit() is also true for "²" or "٣", which int() refuses: plain ASCII digits only.
     return raw.isascii() and raw.isdigit()

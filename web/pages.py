@@ -31,7 +31,7 @@ from models.fulfillment import (
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance, operators
 from web import panel
-from web.answers import iso
+from web.answers import iso, plain_digits
 from web.problems import Problem
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -161,24 +161,15 @@ def build():
         status = status if status in OPERATION_STATUSES else panel.DEFAULT_STATUS
         operation = query.get("operation") if query.get("operation") in OPERATIONS else None
         entitlement = query.get("entitlementId") or ""
-        entitlement_id = (
-            int(entitlement) if entitlement.isascii() and entitlement.isdigit() and len(entitlement) <= 18 else None
+        entitlement_id = int(entitlement) if plain_digits(entitlement) and len(entitlement) <= 18 else None
+        rows, next_cursor = panel.operations_page(
+            status, operation, entitlement_id, query.get("cursor"), panel.DEFAULT_PAGE
         )
-        rows = FulfillmentOperation.select().where(FulfillmentOperation.status == status)
-        if operation:
-            rows = rows.where(FulfillmentOperation.operation == operation)
-        if entitlement_id:
-            rows = rows.where(FulfillmentOperation.entitlement == entitlement_id)
-        if query.get("cursor"):
-            rows = rows.where(FulfillmentOperation.id < panel.decode_cursor(query.get("cursor")))
-        found = list(rows.order_by(FulfillmentOperation.id.desc()).limit(panel.DEFAULT_PAGE + 1))
         return render(
             "jobs",
             operator=operator,
-            rows=found[: panel.DEFAULT_PAGE],
-            next_cursor=panel.encode_cursor(found[panel.DEFAULT_PAGE - 1].id)
-            if len(found) > panel.DEFAULT_PAGE
-            else None,
+            rows=rows,
+            next_cursor=next_cursor,
             status=status,
             operation=operation,
             entitlement_id=entitlement_id,
@@ -192,7 +183,7 @@ def build():
     def history_page(operator, operation_id):
         op = (
             FulfillmentOperation.get_or_none(FulfillmentOperation.id == int(operation_id))
-            if operation_id.isascii() and operation_id.isdigit() and len(operation_id) <= 18
+            if plain_digits(operation_id) and len(operation_id) <= 18
             else None
         )
         if op is None:

@@ -31,7 +31,7 @@ from models.fulfillment import OPERATION_STATUSES, OPERATIONS, FulfillmentHistor
 from ops import maintenance, operators
 from web import problems
 from web.admin import maintenance_json
-from web.answers import id_param, iso, json_answer, json_body, limit_param
+from web.answers import answered, id_param, iso, json_answer, json_body, limit_param
 from web.problems import Problem
 
 SESSION_COOKIE = "omniflow_session"
@@ -42,7 +42,7 @@ MAX_PAGE = 200
 DEFAULT_STATUS = "failed"
 
 
-def operationjson_answer(op):
+def operation_json(op):
     return {
         "id": op.id,
         "entitlementId": op.entitlement_id,
@@ -57,7 +57,7 @@ def operationjson_answer(op):
     }
 
 
-def historyjson_answer(row):
+def history_json(row):
     return {
         "id": row.id,
         "attempt": row.attempt,
@@ -82,21 +82,24 @@ def decode_cursor(raw):
     return int(text[3:])
 
 
+def operations_page(status, operation, entitlement_id, cursor, limit):
+    """One keyset page of operations, newest first: (rows, the next page's cursor or None)."""
+    rows = FulfillmentOperation.select().where(FulfillmentOperation.status == status)
+    if operation:
+        rows = rows.where(FulfillmentOperation.operation == operation)
+    if entitlement_id:
+        rows = rows.where(FulfillmentOperation.entitlement == entitlement_id)
+    if cursor:
+        rows = rows.where(FulfillmentOperation.id < decode_cursor(cursor))
+    page = list(rows.order_by(FulfillmentOperation.id.desc()).limit(limit + 1))
+    return page[:limit], encode_cursor(page[limit - 1].id) if len(page) > limit else None
+
+
 def _reason():
     reason = (bottle.request.get_header(REASON_HEADER) or "").strip()
     if not reason:
         raise Problem(400, problems.REASON_REQUIRED, f"the {REASON_HEADER} header is required for every change")
     return reason[:REASON_MAX]
-
-
-def _answer(route, *args, **kwargs):
-    try:
-        return route(*args, **kwargs)
-    except Problem as error:
-        return problems.problem(error.status, error.code, error.detail)
-    finally:
-        if not db.is_closed() and not db.in_transaction():
-            db.close()
 
 
 def signed_in(permission=None):
@@ -113,7 +116,7 @@ def signed_in(permission=None):
                     raise Problem(403, problems.FORBIDDEN, f"this needs the {permission} permission")
                 return route(operator, *args, **kwargs)
 
-            return _answer(run)
+            return answered(run)
 
         return wrapper
 
@@ -152,7 +155,7 @@ def build(secure_cookies=True):
             )
             return json_answer(200, _whoami(operator))
 
-        return _answer(run)
+        return answered(run)
 
     @app.delete("/v1/panel/session")
     def sign_out():
@@ -163,7 +166,7 @@ def build(secure_cookies=True):
             bottle.response.set_header(problems.REQUEST_ID_HEADER, problems.request_id())
             return ""
 
-        return _answer(run)
+        return answered(run)
 
     @app.get("/v1/panel/session")
     @signed_in()
@@ -178,26 +181,21 @@ def build(secure_cookies=True):
         if status not in OPERATION_STATUSES:
             raise Problem(400, problems.INVALID_STATUS, f"status must be one of {', '.join(OPERATION_STATUSES)}")
         limit = limit_param(query.get("limit"), DEFAULT_PAGE, MAX_PAGE)
-        rows = FulfillmentOperation.select().where(FulfillmentOperation.status == status)
-        if query.get("operation"):
-            if query.get("operation") not in OPERATIONS:
-                raise Problem(400, problems.INVALID_OPERATION, f"operation must be one of {', '.join(OPERATIONS)}")
-            rows = rows.where(FulfillmentOperation.operation == query.get("operation"))
-        if query.get("entitlementId"):
-            entitlement_id = id_param(query.get("entitlementId"), problems.INVALID_ENTITLEMENT_ID, "entitlementId")
-            rows = rows.where(FulfillmentOperation.entitlement == entitlement_id)
-        if query.get("cursor"):
-            rows = rows.where(FulfillmentOperation.id < decode_cursor(query.get("cursor")))
-        page = list(rows.order_by(FulfillmentOperation.id.desc()).limit(limit + 1))
-        more = len(page) > limit
-        page = page[:limit]
+        operation = query.get("operation") or None
+        if operation and operation not in OPERATIONS:
+            raise Problem(400, problems.INVALID_OPERATION, f"operation must be one of {', '.join(OPERATIONS)}")
+        entitlement = query.get("entitlementId")
+        entitlement_id = (
+            id_param(entitlement, problems.INVALID_ENTITLEMENT_ID, "entitlementId") if entitlement else None
+        )
+        page, next_cursor = operations_page(status, operation, entitlement_id, query.get("cursor"), limit)
         return json_answer(
             200,
             {
                 "status": status,
                 "limit": limit,
-                "operations": [operationjson_answer(op) for op in page],
-                "nextCursor": encode_cursor(page[-1].id) if more else None,
+                "operations": [operation_json(op) for op in page],
+                "nextCursor": next_cursor,
             },
         )
 
@@ -213,7 +211,7 @@ def build(secure_cookies=True):
             .order_by(FulfillmentHistory.id)
             .limit(1000)
         )
-        return json_answer(200, {"operationId": operation_id, "history": [historyjson_answer(row) for row in rows]})
+        return json_answer(200, {"operationId": operation_id, "history": [history_json(row) for row in rows]})
 
     def mutation(change):
         def route(operator, operation_id):
@@ -228,7 +226,7 @@ def build(secure_cookies=True):
                 raise Problem(
                     409, problems.STATE_CONFLICT, "a succeeded operation can be neither retried nor cancelled"
                 ) from None
-            return json_answer(200, {"operation": operationjson_answer(op)})
+            return json_answer(200, {"operation": operation_json(op)})
 
         return route
 
@@ -238,6 +236,7 @@ def build(secure_cookies=True):
     app.post("/v1/panel/system/jobs/<operation_id>/cancel")(
         signed_in(operators.SYSTEM_WRITE)(mutation(repair.cancel_operation))
     )
+
     @app.post("/v1/panel/customers/<customer_id>/subscriptions/<subscription_id>/operations")
     @signed_in(operators.SUBSCRIPTIONS_WRITE)
     def subscription_operation(operator, customer_id, subscription_id):
