@@ -582,3 +582,28 @@ def test_overlapping_serializable_claims_of_adjacent_operations_both_commit(pane
         for connection in connections:
             connection.close()
     assert op(first.operation_id).status == op(second.operation_id).status == "running"
+
+
+def test_recording_a_success_updates_the_entitlement_in_place(panel):
+    """The observed status and reconciled_at that a success writes are in no index of
+    entitlements (migration 0007), so on PostgreSQL the update is HOT: it adds no index
+    entry to the pages that concurrent records of neighbouring entitlements read."""
+    from models.transactions import is_postgres
+
+    if not is_postgres():
+        pytest.skip("HOT updates are PostgreSQL's")
+    import psycopg2
+
+    settlement = settle()
+    sql, params = worker._observed_entitlement(settlement.entitlement_id, "active", "{}", utcnow())
+    connection = psycopg2.connect(db.obj.database)
+    try:
+        cursor = connection.cursor()
+        cursor.execute(sql, params)
+        cursor.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'entitlements'"
+        )
+        assert cursor.fetchone() == (1, 1)
+        connection.rollback()
+    finally:
+        connection.close()
