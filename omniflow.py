@@ -272,7 +272,9 @@ def build_parser():
     fake_parser.add_argument("--host", default="127.0.0.1")
     fake_parser.add_argument("--port", type=int, default=3010)
     fake_parser.add_argument("--token", help="bearer token (default: APP_REMNAWAVE_TOKEN, else a fixed dev token)")
-    fake_parser.add_argument("--latency-ms", type=float, default=0, help="added to every API call")
+    fake_parser.add_argument(
+        "--latency-ms", type=float, default=0, help="answer every API call this long after it arrives"
+    )
     fake_parser.add_argument("--dev-mode", action="store_true", help="do not require the x-forwarded-* headers")
     fake_parser.set_defaults(run=cmd_fake_remnawave)
     return parser

@@ -24,6 +24,7 @@ import socket
 import string
 import sys
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
@@ -265,6 +266,10 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 60  # idle keep-alive connections end eventually
     disable_nagle_algorithm = True  # headers and body go out as separate writes
 
+    def parse_request(self):
+        self.arrived = time.monotonic()  # the request line is in: the panel's latency counts from here
+        return super().parse_request()
+
     def setup(self):
         super().setup()
         with self.server.connections_lock:
@@ -393,9 +398,9 @@ class FakeRemnawave:
     def set_faults(self, **settings):
         """Change some fault settings; the others keep their value.
 
-        latency_ms (every API call), fail_rate, timeout_rate, drop_rate,
-        lost_response_rate, oversized_rate, redirect_rate (probabilities per
-        call, adding up to at most 1), hold_seconds (how long a timeout-fault
+        latency_ms (every API call is answered this long after it arrived),
+        fail_rate, timeout_rate, drop_rate, lost_response_rate, oversized_rate,
+        redirect_rate (probabilities per call, adding up to at most 1), hold_seconds (how long a timeout-fault
         call is held before it is processed), writes_only, routes (route
         templates such as "POST /api/users"; empty = every API route), seed.
         """
@@ -704,7 +709,12 @@ class FakeRemnawave:
             return
 
         latency_ms, fault, hold = self._draw_fault(route)
-        if latency_ms and self._stopping.wait(latency_ms / 1000.0):
+        answer = None
+        if fault in (None, "lost_response"):
+            # The work is done inside the latency, not after it: a panel with
+            # 20 ms of latency answers 20 ms after the request arrived.
+            answer = self._process(route, params, path, raw)
+        if latency_ms and self._stopping.wait(max(0.0, handler.arrived + latency_ms / 1000.0 - time.monotonic())):
             self._drop(handler)
             return
         if fault == "fail":
@@ -727,7 +737,7 @@ class FakeRemnawave:
             self._drop(handler)
             return
 
-        status, body = self._process(route, params, path, raw)
+        status, body = answer if answer is not None else self._process(route, params, path, raw)
         if fault == "lost_response":
             self._drop(handler)  # applied, never answered
             return

@@ -398,3 +398,20 @@ def test_the_cli_serves_the_fake_panel_without_a_database():
         out, err = process.communicate(timeout=10)
     assert process.returncode == 0, err
     assert "cli-token-123456" not in out + err  # a given token is never printed
+
+
+def test_latency_counts_from_the_requests_arrival_with_the_work_inside_it(panel, client, monkeypatch):
+    """A panel with 150 ms of latency answers 150 ms after the request arrived, not
+    150 ms plus the time it spent on the request (the throughput bench's ideal assumes it)."""
+    process = panel._process
+
+    def slow(*args):
+        time.sleep(0.1)
+        return process(*args)
+
+    monkeypatch.setattr(panel, "_process", slow)
+    panel.set_faults(latency_ms=150)
+    started = time.monotonic()
+    client.get_user_by_username("omniflow_latency")
+    elapsed = time.monotonic() - started
+    assert 0.15 <= elapsed < 0.23
