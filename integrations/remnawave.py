@@ -32,6 +32,7 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from integrations.transport import KeepAliveAdapter
 from security.redactor import register_secret
 
 logger = logging.getLogger("omniflow.remnawave")
@@ -367,6 +368,10 @@ class RemnawaveClient:
             session.trust_env = False
             session.proxies = settings["proxies"]
             session.verify = settings["verify"]
+            # One kept-alive connection per worker thread instead of urllib3's
+            # pool (integrations/transport.py says why).
+            session.mount("https://", KeepAliveAdapter())
+            session.mount("http://", KeepAliveAdapter())
             self._local.session = session
         return session
 

@@ -1,7 +1,8 @@
 """SPEC 2.5, 2.22, 12.2: the Remnawave adapter classifies every failure, sends both limits, leaks nothing.
 
 The panel is simulated with `responses`; tests/integrations/test_fake_remnawave.py
-drives the same adapter against a real HTTP server.
+drives the same adapter against a real HTTP server, and test_transport.py its
+transport (keep-alive, TLS, proxies) against real servers.
 """
 
 import datetime
@@ -77,7 +78,11 @@ def client():
 
 @pytest.fixture
 def panel():
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+    # The client sends through its own transport adapter (integrations/transport.py),
+    # so that adapter's send is the one `responses` stands in for.
+    with responses.RequestsMock(
+        assert_all_requests_are_fired=False, target="integrations.transport.KeepAliveAdapter.send"
+    ) as mock:
         yield mock
 
 
