@@ -400,8 +400,9 @@ class FakeRemnawave:
 
         latency_ms (every API call is answered this long after it arrived),
         fail_rate, timeout_rate, drop_rate, lost_response_rate, oversized_rate,
-        redirect_rate (probabilities per call, adding up to at most 1), hold_seconds (how long a timeout-fault
-        call is held before it is processed), writes_only, routes (route
+        redirect_rate (probabilities per call, adding up to at most 1),
+        hold_seconds (how long a timeout-fault call is held before it is
+        processed), writes_only, routes (route
         templates such as "POST /api/users"; empty = every API route), seed.
         """
         unknown = set(settings) - set(FAULT_SETTINGS)

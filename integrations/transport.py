@@ -87,15 +87,11 @@ class KeepAliveAdapter(HTTPAdapter):
 
     def _connection(self, parts, verify, cert, connect_timeout, read_timeout, request):
         key = (parts.scheme, parts.hostname, parts.port, str(verify), str(cert))
-        kept = getattr(self._local, "kept", None)
-        if kept is None:
-            kept = self._local.kept = {}
-        entry = kept.pop(key, None)
+        entry = self._kept().pop(key, None)
         if entry is not None:
             connection, idle_since = entry
             if connection.sock is not None and time.monotonic() - idle_since <= IDLE_REUSE_S:
                 connection.sock.settimeout(read_timeout)
-                connection.omniflow_key = key
                 return connection
             self._discard(connection)
         if parts.scheme == "https":
@@ -120,10 +116,14 @@ class KeepAliveAdapter(HTTPAdapter):
         if connection.sock is None:  # the server said Connection: close
             self._discard(connection)
             return
+        self._kept()[connection.omniflow_key] = (connection, time.monotonic())
+
+    def _kept(self):
+        """This thread's idle connections: {(scheme, host, port, verify, cert): (connection, idle since)}."""
         kept = getattr(self._local, "kept", None)
         if kept is None:
             kept = self._local.kept = {}
-        kept[connection.omniflow_key] = (connection, time.monotonic())
+        return kept
 
     def _discard(self, connection):
         connection.close()
@@ -160,10 +160,6 @@ class _Body:
         self._answer = answer
         self._request = request
         self._done = False
-
-    @property
-    def reason(self):
-        return self._answer.reason
 
     def read(self, amt=None):
         if self._done:
