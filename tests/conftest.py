@@ -9,6 +9,23 @@ from tests.support import (
 )
 
 
+def pytest_collection_modifyitems(items):
+    """Ordering and grouping for the parallel run (scripts/test.sh).
+
+    Tests that run real worker processes start first, so the run does not end
+    waiting on one started last. They run one at a time per database: a few of
+    them side by side would open more connections than a stock PostgreSQL
+    server allows (100) and compete for the same two cores their timing
+    depends on.
+    """
+    for item in items:
+        if item.get_closest_marker("processes") is not None:
+            callspec = getattr(item, "callspec", None)
+            backend = callspec.params.get("backend", "none") if callspec else "none"
+            item.add_marker(pytest.mark.xdist_group(f"processes-{backend}"))
+    items.sort(key=lambda item: item.get_closest_marker("processes") is None)
+
+
 @pytest.fixture(scope="session")
 def pg_url():
     url = backends.create_pg_database()
