@@ -7,6 +7,8 @@
     python omniflow.py jobs retry ID | jobs cancel ID
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
+    python omniflow.py fake-yookassa        development and tests: a fake YooKassa
+    python omniflow.py fake-cryptobot       development and tests: a fake Crypto Pay (CryptoBot)
 
 `huey` (the application's queue) is importable from here as `omniflow.huey`.
 """
@@ -228,6 +230,16 @@ def cmd_fake_remnawave(args):
     run_cli(host=args.host, port=args.port, token=args.token, latency_ms=args.latency_ms, dev_mode=args.dev_mode)
 
 
+def cmd_fake_provider(args):
+    # Development and tests only: a fake payment provider; no settings, no database.
+    if args.command == "fake-yookassa":
+        from fakes.yookassa import run_cli
+    else:
+        from fakes.cryptobot import run_cli
+
+    run_cli(host=args.host, port=args.port, webhook_url=args.webhook_url, auto_pay_seconds=args.auto_pay_seconds)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="omniflow.py", description="Omniflow: paid orders to working VPN access.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -277,6 +289,16 @@ def build_parser():
     )
     fake_parser.add_argument("--dev-mode", action="store_true", help="do not require the x-forwarded-* headers")
     fake_parser.set_defaults(run=cmd_fake_remnawave)
+
+    for name, port, what in (("fake-yookassa", 3020, "YooKassa"), ("fake-cryptobot", 3030, "Crypto Pay (CryptoBot)")):
+        provider_parser = commands.add_parser(name, help=f"development: a fake {what} (no database)")
+        provider_parser.add_argument("--host", default="127.0.0.1")
+        provider_parser.add_argument("--port", type=int, default=port)
+        provider_parser.add_argument("--webhook-url", help="where notifications are POSTed")
+        provider_parser.add_argument(
+            "--auto-pay-seconds", type=float, help="complete every new payment by itself after this long"
+        )
+        provider_parser.set_defaults(run=cmd_fake_provider)
     return parser
 
 

@@ -19,7 +19,13 @@ SECRET_VARIABLES = (
     "APP_DATA_ENCRYPTION_KEY",
     "APP_REMNAWAVE_TOKEN",
     "APP_TELEGRAM_BOT_TOKEN",
+    "APP_YOOKASSA_SECRET_KEY",
+    "APP_CRYPTOBOT_TOKEN",
 )
+
+# The providers' real APIs (the adapters' own defaults, integrations/payments/).
+YOOKASSA_API_URL = "https://api.yookassa.ru/v3"
+CRYPTOBOT_API_URL = "https://pay.crypt.bot"  # testnet: https://testnet-pay.crypt.bot
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -66,6 +72,12 @@ class Settings:
     telegram_delivery_rate: int = 25
     support_attachment_dir: str = ""
     worker_metrics_port: int = 0  # 0: the worker serves no metrics endpoint
+    public_url: str = ""  # where providers and payers reach the web process: webhooks, return URLs
+    yookassa_shop_id: str = ""
+    yookassa_secret_key: str = field(default="", repr=False)
+    yookassa_api_url: str = YOOKASSA_API_URL
+    cryptobot_token: str = field(default="", repr=False)
+    cryptobot_api_url: str = CRYPTOBOT_API_URL
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -76,6 +88,8 @@ class Settings:
                 self.data_encryption_key,
                 self.remnawave_token,
                 self.telegram_bot_token,
+                self.yookassa_secret_key,
+                self.cryptobot_token,
                 self.database.dsn and urlsplit(self.database.dsn).password,
             )
             if value
@@ -135,6 +149,28 @@ def _secret(env, name, min_length=0):
     return raw
 
 
+def _base_url(env, name, default=""):
+    """An http(s) base URL without credentials, query or fragment; no trailing slash."""
+    raw = _url(env, name) or default
+    parts = urlsplit(raw)
+    if raw and (not parts.hostname or parts.username or parts.password or parts.query or parts.fragment):
+        raise ConfigError(name, "must be a base URL without credentials, query or fragment")
+    return raw.rstrip("/")
+
+
+def _yookassa_shop(env):
+    """APP_YOOKASSA_SHOP_ID and APP_YOOKASSA_SECRET_KEY: both or neither."""
+    shop_id = (env.get("APP_YOOKASSA_SHOP_ID") or "").strip()
+    secret_key = _secret(env, "APP_YOOKASSA_SECRET_KEY")
+    if shop_id and not shop_id.isdigit():
+        raise ConfigError("APP_YOOKASSA_SHOP_ID", "must be the shop's numeric id")
+    if shop_id and not secret_key:
+        raise ConfigError("APP_YOOKASSA_SECRET_KEY", "is required when APP_YOOKASSA_SHOP_ID is set")
+    if secret_key and not shop_id:
+        raise ConfigError("APP_YOOKASSA_SHOP_ID", "is required when APP_YOOKASSA_SECRET_KEY is set")
+    return shop_id, secret_key
+
+
 def load_settings(environ=None, dotenv_path=None):
     """Read and validate every variable; raise ConfigError on the first bad one."""
     if environ is None:
@@ -151,6 +187,7 @@ def load_settings(environ=None, dotenv_path=None):
         raise ConfigError("LOG_LEVEL", f"must be one of {', '.join(LOG_LEVELS)}")
 
     port = _port(environ, "PORT", 8000)
+    yookassa_shop_id, yookassa_secret_key = _yookassa_shop(environ)
 
     return Settings(
         database=parse_database_url((environ.get("DATABASE_URL") or "").strip()),
@@ -171,4 +208,10 @@ def load_settings(environ=None, dotenv_path=None):
         telegram_delivery_rate=_positive_int(environ, "APP_TELEGRAM_DELIVERY_RATE", 25),
         support_attachment_dir=(environ.get("APP_SUPPORT_ATTACHMENT_DIR") or "").strip(),
         worker_metrics_port=_port(environ, "APP_WORKER_METRICS_PORT", 0),
+        public_url=_base_url(environ, "APP_PUBLIC_URL"),
+        yookassa_shop_id=yookassa_shop_id,
+        yookassa_secret_key=yookassa_secret_key,
+        yookassa_api_url=_base_url(environ, "APP_YOOKASSA_API_URL", YOOKASSA_API_URL),
+        cryptobot_token=_secret(environ, "APP_CRYPTOBOT_TOKEN"),
+        cryptobot_api_url=_base_url(environ, "APP_CRYPTOBOT_API_URL", CRYPTOBOT_API_URL),
     )

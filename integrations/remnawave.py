@@ -32,7 +32,7 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
-from integrations.transport import KeepAliveAdapter
+from integrations.transport import keepalive_session
 from security.redactor import register_secret
 
 logger = logging.getLogger("omniflow.remnawave")
@@ -361,18 +361,9 @@ class RemnawaveClient:
             return self._session
         session = getattr(self._local, "session", None)
         if session is None:
-            session = requests.Session()
-            # The environment (proxies, CA bundle) is read once here rather than
-            # on every request; and no ~/.netrc can replace the bearer token.
-            settings = session.merge_environment_settings(self._base_url, {}, None, None, None)
-            session.trust_env = False
-            session.proxies = settings["proxies"]
-            session.verify = settings["verify"]
             # One kept-alive connection per worker thread instead of urllib3's
             # pool (integrations/transport.py says why).
-            session.mount("https://", KeepAliveAdapter())
-            session.mount("http://", KeepAliveAdapter())
-            self._local.session = session
+            session = self._local.session = keepalive_session(self._base_url)
         return session
 
     def _headers(self):

@@ -42,6 +42,22 @@ from requests.utils import DEFAULT_CA_BUNDLE_PATH, get_encoding_from_headers, se
 IDLE_REUSE_S = 2.0  # below the usual keep-alive timeouts (Node's 5 s, nginx's 75 s)
 
 
+def keepalive_session(base_url):
+    """A session for one thread's calls to `base_url` through KeepAliveAdapter.
+
+    The environment (proxies, CA bundle) is read once here rather than on
+    every request; and no ~/.netrc can replace the caller's credentials.
+    """
+    session = requests.Session()
+    settings = session.merge_environment_settings(base_url, {}, None, None, None)
+    session.trust_env = False
+    session.proxies = settings["proxies"]
+    session.verify = settings["verify"]
+    session.mount("https://", KeepAliveAdapter())
+    session.mount("http://", KeepAliveAdapter())
+    return session
+
+
 class KeepAliveAdapter(HTTPAdapter):
     def __init__(self):
         super().__init__()

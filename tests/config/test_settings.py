@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import ConfigError, load_settings
+from config.settings import CRYPTOBOT_API_URL, YOOKASSA_API_URL, ConfigError, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,3 +78,54 @@ def test_process_with_a_bad_value_exits_with_a_message_naming_it(tmp_path):
     assert result.returncode == 2
     assert "APP_RETENTION_OUTBOX_DAYS" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_payment_providers_default_to_their_real_apis_and_no_credentials():
+    settings = load_settings({})
+    assert (settings.yookassa_api_url, settings.cryptobot_api_url) == (YOOKASSA_API_URL, CRYPTOBOT_API_URL)
+    assert (settings.yookassa_shop_id, settings.yookassa_secret_key, settings.cryptobot_token) == ("", "", "")
+    assert settings.public_url == ""
+
+
+def test_the_settings_defaults_are_the_adapters_defaults():
+    from integrations.payments.cryptobot import MAINNET_API_URL
+    from integrations.payments.yookassa import DEFAULT_API_URL
+
+    assert (YOOKASSA_API_URL, CRYPTOBOT_API_URL) == (DEFAULT_API_URL, MAINNET_API_URL)
+
+
+def test_payment_provider_settings_are_read_and_their_secrets_reach_the_redactor():
+    settings = load_settings(
+        {
+            "APP_PUBLIC_URL": "https://shop.example.test/",
+            "APP_YOOKASSA_SHOP_ID": "506751",
+            "APP_YOOKASSA_SECRET_KEY": "test_yookassa-secret-value",
+            "APP_YOOKASSA_API_URL": "http://127.0.0.1:3020/v3",
+            "APP_CRYPTOBOT_TOKEN": "9009:AAcryptobot-token-value",
+            "APP_CRYPTOBOT_API_URL": "https://testnet-pay.crypt.bot",
+        }
+    )
+    assert settings.public_url == "https://shop.example.test"
+    assert (settings.yookassa_shop_id, settings.yookassa_api_url) == ("506751", "http://127.0.0.1:3020/v3")
+    assert settings.cryptobot_api_url == "https://testnet-pay.crypt.bot"
+    assert {"test_yookassa-secret-value", "9009:AAcryptobot-token-value"} <= set(settings.secrets())
+    assert "test_yookassa-secret-value" not in repr(settings) and "AAcryptobot" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    "environ, variable",
+    [
+        ({"APP_PUBLIC_URL": "shop.example.test"}, "APP_PUBLIC_URL"),
+        ({"APP_PUBLIC_URL": "https://shop.example.test/?x=1"}, "APP_PUBLIC_URL"),
+        ({"APP_YOOKASSA_API_URL": "ftp://api"}, "APP_YOOKASSA_API_URL"),
+        ({"APP_CRYPTOBOT_API_URL": "https://user:pw@pay.crypt.bot"}, "APP_CRYPTOBOT_API_URL"),
+        ({"APP_YOOKASSA_SHOP_ID": "shop-one", "APP_YOOKASSA_SECRET_KEY": "s"}, "APP_YOOKASSA_SHOP_ID"),
+        ({"APP_YOOKASSA_SHOP_ID": "506751"}, "APP_YOOKASSA_SECRET_KEY"),
+        ({"APP_YOOKASSA_SECRET_KEY": "test_secret-without-a-shop"}, "APP_YOOKASSA_SHOP_ID"),
+    ],
+)
+def test_a_bad_payment_provider_setting_names_its_variable_and_never_echoes_a_secret(environ, variable):
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ)
+    assert error.value.variable == variable
+    assert "test_secret-without-a-shop" not in str(error.value)
