@@ -159,7 +159,7 @@ POSTGRES_ORDERS = [
 
 AFTER_ORDERS = [
     "CREATE INDEX orders_expiry ON orders (expires_at)",
-    f"""CREATE TABLE gift_cards (
+    """CREATE TABLE gift_cards (
         id BIGSERIAL PRIMARY KEY,
         code_hash TEXT NOT NULL UNIQUE,
         plan_id BIGINT NOT NULL REFERENCES plans (id),

@@ -36,7 +36,7 @@ def test_setting_a_price_again_replaces_it_and_bad_prices_are_refused(database):
 
 
 def test_active_plans_are_those_on_sale_in_the_currency_cheapest_first(database):
-    dear = commerce.priced_plan("dear", prices={"USD": 900, "XTR": 400})
+    commerce.priced_plan("dear", prices={"USD": 900, "XTR": 400})
     cheap = commerce.priced_plan("cheap", prices={"USD": 300})
     retired = commerce.priced_plan("retired", prices={"USD": 100})
     Plan.update(active=False).where(Plan.id == retired.id).execute()

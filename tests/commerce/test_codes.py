@@ -72,5 +72,7 @@ def test_a_redeemed_gift_card_records_who_and_when_together(database):
         with db.atomic():
             GiftCard.update(status="redeemed").where(GiftCard.id == card.id).execute()
     customer = commerce.customer()
-    GiftCard.update(status="redeemed", redeemed_by=customer, redeemed_at=utcnow()).where(GiftCard.id == card.id).execute()
+    GiftCard.update(status="redeemed", redeemed_by=customer, redeemed_at=utcnow()).where(
+        GiftCard.id == card.id
+    ).execute()
     assert GiftCard.get_by_id(card.id).redeemed_by_id == customer.id

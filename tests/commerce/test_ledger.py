@@ -198,7 +198,9 @@ def test_spending_takes_the_earliest_expiring_bonus_first_and_its_rest_expires(d
         sooner = ledger.grant_bonus(customer.id, 100, "USD", now + 24 * HOUR)
     with db.atomic():
         ledger.charge_wallet(purchase(customer, 150))
-    unspent = {e.transaction_id: e.unspent_minor for e in LedgerEntry.select().where(LedgerEntry.expires_at.is_null(False))}
+    unspent = {
+        e.transaction_id: e.unspent_minor for e in LedgerEntry.select().where(LedgerEntry.expires_at.is_null(False))
+    }
     assert unspent == {sooner.id: 0, later.id: 150}
     # Two days pass: both bonuses are past their expiry.
     LedgerEntry.update(expires_at=now - HOUR).where(LedgerEntry.expires_at.is_null(False)).execute()

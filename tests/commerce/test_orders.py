@@ -138,24 +138,29 @@ def test_an_idempotency_key_returns_its_order_and_refuses_another_request(databa
 def test_concurrent_orders_with_one_key_make_one_order(database):
     customer, plan = commerce.customer(), commerce.priced_plan()
     subscription = subscription_of(customer)
-    barrier, made, errors = threading.Barrier(6), [], []
+    rounds, threads_per_round = 10, 6
+    made, errors = [], []
 
-    def renew():
+    def renew(barrier, key):
         try:
             barrier.wait()
-            made.append(
-                create_order(
-                    customer.id, "renewal", "USD", plan_id=plan.id, subscription_id=subscription.id, key="renewal:x"
-                ).id
+            order = create_order(
+                customer.id, "renewal", "USD", plan_id=plan.id, subscription_id=subscription.id, key=key
             )
+            made.append((key, order.id))
         except Exception as error:  # surfaced below
             errors.append(error)
         finally:
             db.close()
 
-    threads = [threading.Thread(target=renew) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == [] and len(set(made)) == 1 and Order.select().count() == 1
+    for round_ in range(rounds):
+        barrier = threading.Barrier(threads_per_round)
+        threads = [
+            threading.Thread(target=renew, args=(barrier, f"renewal:{round_}")) for _ in range(threads_per_round)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert len(set(made)) == rounds and Order.select().count() == rounds
