@@ -14,9 +14,11 @@
   rows are copied with their ids and the id sequence is carried over, because
   order ids are part of fulfillment keys (`order:<id>:fulfill`) and must never
   be handed out twice.
-  `orders_expiry` indexes only `expires_at`, which never changes once the
-  order exists: settlement and fulfillment change an order's status, and an
-  index on the status would make each of those updates write every index of
+  `orders_awaiting_payment` holds the orders with a payment deadline
+  (`expires_at`, set on a pending order and cleared when it stops waiting
+  for payment), so the expiry pass reads only those. It is keyed on the
+  deadline, not the status: the worker moves a paid order to `fulfilled`,
+  and an index on the status would make that update write every index of
   the table instead of updating the row in place (migrations 0003, 0007).
 - The ledger: accounts per name and currency, transactions with a UNIQUE
   idempotency key, signed entries that reference their account together
@@ -105,7 +107,7 @@ BEFORE_ORDERS = [
     "CREATE INDEX personal_offers_expiring ON personal_offers (expires_at) WHERE status = 'active'",
 ]
 
-# The columns orders gain, as both dialects write them; `orders_expiry` is built after them.
+# The columns orders gain, as both dialects write them; their index is built after them.
 ORDER_COLUMNS = [
     "addon_id BIGINT REFERENCES addons (id)",
     "personal_offer_id BIGINT REFERENCES personal_offers (id)",
@@ -158,7 +160,7 @@ POSTGRES_ORDERS = [
 ]
 
 AFTER_ORDERS = [
-    "CREATE INDEX orders_expiry ON orders (expires_at)",
+    "CREATE INDEX orders_awaiting_payment ON orders (expires_at) WHERE expires_at IS NOT NULL",
     """CREATE TABLE gift_cards (
         id BIGSERIAL PRIMARY KEY,
         code_hash TEXT NOT NULL UNIQUE,
@@ -369,7 +371,7 @@ def down(migrator, db):
         db.execute_sql(f"DROP TABLE IF EXISTS {table}")
     if postgres:
         db.execute_sql("DROP FUNCTION IF EXISTS ledger_transaction_balances()")
-        db.execute_sql("DROP INDEX orders_expiry")
+        db.execute_sql("DROP INDEX orders_awaiting_payment")
         for constraint in ORDER_CONSTRAINTS:
             db.execute_sql(f"ALTER TABLE orders DROP CONSTRAINT {constraint.split()[1]}")
         for column in ORDER_COLUMNS:

@@ -116,7 +116,8 @@ class Order(BaseModel):
     idempotency_key = TextField(null=True, unique=True)  # e.g. renewal:<subscription>:<period end>
     settled_by = TextField(null=True)  # provider_webhook | wallet | gift | code
     created_at = DateTimeField(default=utcnow)
-    expires_at = DateTimeField(null=True)  # a pending order not paid by then expires (SPEC 13.7)
+    # A pending order's payment deadline (SPEC 13.7); cleared once it stops waiting for payment.
+    expires_at = DateTimeField(null=True)
     paid_at = DateTimeField(null=True)
     fulfilled_at = DateTimeField(null=True)
     refunded_at = DateTimeField(null=True)
