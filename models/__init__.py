@@ -1,11 +1,14 @@
 """Peewee models, one module per area; `db` is the one database object."""
 
 from models.base import BaseModel, db, utcnow
+from models.catalogue import CATALOGUE_MODELS
 from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
 from models.jobs import QUEUE_MODELS
+from models.ledger import LEDGER_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
 from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxEvent
+from models.payments import PAYMENT_MODELS
 
 ALL_MODELS = QUEUE_MODELS + [
     Customer,
@@ -23,6 +26,9 @@ ALL_MODELS = QUEUE_MODELS + [
     Operator,
     OperatorSession,
     LoginFailure,
+    *CATALOGUE_MODELS,
+    *LEDGER_MODELS,
+    *PAYMENT_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

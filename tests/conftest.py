@@ -7,6 +7,7 @@ from tests.support import (
     backends,
     kinds,  # noqa: F401  (declares the test job kinds on jobs.huey)
 )
+from tests.support.ledger import ledger_problems
 
 
 def pytest_collection_modifyitems(items):
@@ -63,6 +64,14 @@ def database(backend, database_url):
         bound.close()
     if hasattr(bound, "close_all"):
         bound.close_all()
+
+
+@pytest.fixture
+def ledger_invariant(database):
+    """Use in every test that moves money: the test fails if, at its end, a ledger
+    transaction does not sum to zero in a currency or a wallet is below zero."""
+    yield
+    assert ledger_problems() == []
 
 
 @pytest.fixture

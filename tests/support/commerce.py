@@ -1,7 +1,8 @@
-"""Customers, plans and orders for fulfillment tests."""
+"""Customers, plans and orders for fulfillment and commerce tests."""
 
 import json
 
+from commerce.catalogue import set_plan_price
 from models.commerce import Customer, Order, Plan
 
 SQUAD_A = "11111111-2222-4333-8444-555555555555"
@@ -44,3 +45,12 @@ def order(customer_, plan_, operation="purchase", subscription=None, status="pen
         status=status,
         amount_minor=plan_.price_minor,
     )
+
+
+def priced_plan(code="priced", prices=None, trial=False, days=30):
+    """A plan on sale at `prices` ({currency: minor units}; default 500 USD and 250 XTR)."""
+    created = plan(code, days=days)
+    Plan.update(trial=trial).where(Plan.id == created.id).execute()
+    for currency, amount in ({"USD": 500, "XTR": 250} if prices is None else prices).items():
+        set_plan_price(created, currency, amount)
+    return Plan.get_by_id(created.id)

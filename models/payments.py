@@ -1,0 +1,59 @@
+"""Payment records (SPEC 13.5, 13.6): one intent per payment attempt at a
+provider, and every webhook delivery as it arrived.
+
+A Telegram Stars payment is an intent of provider `stars` whose
+`provider_payment_id` is the `telegram_payment_charge_id`: the unique
+(provider, provider_payment_id) pair makes that id the Stars settlement key.
+"""
+
+from peewee import BigAutoField, BigIntegerField, BlobField, BooleanField, DateTimeField, ForeignKeyField, TextField
+
+from models.base import BaseModel, utcnow
+from models.commerce import Order
+
+INTENT_STATUSES = ("created", "pending", "succeeded", "canceled", "failed", "expired")
+WEBHOOK_BODY_LIMIT = 64 * 1024
+
+
+class PaymentIntent(BaseModel):
+    id = BigAutoField()
+    order = ForeignKeyField(Order, backref="payment_intents", column_name="order_id")
+    provider = TextField()
+    provider_payment_id = TextField(null=True)  # known once the provider has created the payment
+    amount_minor = BigIntegerField()
+    currency = TextField()
+    status = TextField(default="created")
+    confirmation_url = TextField(null=True)
+    idempotence_key = TextField(unique=True)  # sent as YooKassa's Idempotence-Key
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+    last_polled_at = DateTimeField(null=True)
+
+    class Meta:
+        table_name = "payment_intents"
+        indexes = ((("provider", "provider_payment_id"), True),)
+
+
+class ProviderWebhookEvent(BaseModel):
+    """A delivery, stored raw before anything else is done with it.
+
+    The body is kept as received (at most WEBHOOK_BODY_LIMIT bytes) until
+    `retain_until`; it may carry card digits, so it is never logged or shown.
+    """
+
+    id = BigAutoField()
+    provider = TextField()
+    provider_event_id = TextField(null=True)  # None when the body could not be read
+    received_at = DateTimeField(default=utcnow)
+    signature_ok = BooleanField()
+    processed_at = DateTimeField(null=True)
+    outcome = TextField(null=True)
+    payment_intent = ForeignKeyField(PaymentIntent, null=True, backref="+", column_name="payment_intent_id")
+    retain_until = DateTimeField()
+    body = BlobField()
+
+    class Meta:
+        table_name = "provider_webhook_events"
+
+
+PAYMENT_MODELS = [PaymentIntent, ProviderWebhookEvent]
