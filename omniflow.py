@@ -4,7 +4,7 @@
     python omniflow.py worker               run the queue consumer (the `worker` process)
     python omniflow.py web                  serve the HTTP API on $PORT (the `web` process)
     python omniflow.py jobs list [--state S] [--limit N]
-    python omniflow.py jobs retry ID | jobs cancel ID
+    python omniflow.py jobs retry ID | jobs cancel ID [--reason TEXT]   audited (actor `cli`)
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
 
@@ -25,6 +25,7 @@ from security.redactor import register_settings
 
 logger = logging.getLogger("omniflow")
 
+CLI_ACTOR = "cli"  # who the audit names for a change made from this command line
 WORKER_POOL_EXTRA = 8  # producers, completer, maintenance, and slack
 # Modules that declare the production job kinds and periodic passes.
 JOB_KIND_MODULES = (
@@ -131,6 +132,8 @@ def print_jobs(jobs_shown, counts):
 def cmd_jobs(args):
     from jobs import JobMutationRejected, JobNotFound, client
     from jobs.engine.states import ALL_STATES, DEAD_LETTER_STATES
+    from models import db
+    from ops import queue_changes
 
     bootstrap()
     require_current_schema()
@@ -146,11 +149,10 @@ def cmd_jobs(args):
                 print(f"unknown state {args.state!r}", file=sys.stderr)
                 raise SystemExit(2)
             print_jobs(client.list(states, limit=args.limit), client.counts())
-        elif args.action == "retry":
-            job = client.retry(args.id)
-            print(f"job {job.id} is {job.state}")
-        elif args.action == "cancel":
-            job = client.cancel(args.id)
+        else:
+            change = queue_changes.retry_job if args.action == "retry" else queue_changes.cancel_job
+            with db.atomic():
+                job = change(args.id, CLI_ACTOR, args.reason)
             print(f"job {job.id} is {job.state}")
     except (JobNotFound, JobMutationRejected) as error:
         print(str(error), file=sys.stderr)
@@ -248,7 +250,9 @@ def build_parser():
     listing.add_argument("--state", help="a job state, dead_letter, or all (default)")
     listing.add_argument("--limit", type=int, default=50)
     for action in ("retry", "cancel"):
-        jobs_actions.add_parser(action).add_argument("id", type=int)
+        changing = jobs_actions.add_parser(action, help=f"{action} a job (audited, actor {CLI_ACTOR})")
+        changing.add_argument("id", type=int)
+        changing.add_argument("--reason", help="why; written to the audit event")
     jobs_parser.set_defaults(run=cmd_jobs)
 
     operators_parser = commands.add_parser("operators", help="panel operator accounts")

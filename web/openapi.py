@@ -249,14 +249,14 @@ def document():
         },
     }
     for action, summary in (
-        ("retry", "Make a job available again (River's rules)"),
-        ("cancel", "Cancel an unfinished job"),
+        ("retry", "Make a queue row available again (River's rules; audited `job.retried`, actor `token`)"),
+        ("cancel", "Cancel an unfinished queue row (audited `job.cancelled`, actor `token`)"),
     ):
         paths[f"/v1/admin/jobs/{{jobID}}/{action}"] = {
             "post": {
                 "summary": summary,
                 "security": BEARER,
-                "parameters": [_id_parameter("jobID")],
+                "parameters": [_id_parameter("jobID"), {**REASON, "required": False}],
                 "responses": {
                     "200": _ok(_object({"job": JOB})),
                     "400": BAD_REQUEST,
