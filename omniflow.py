@@ -105,12 +105,14 @@ def cmd_web(args):
 
     settings = bootstrap(pool_size=WEB_THREADS + 3)
     load_job_kinds()  # the kinds' rules (queue, uniqueness) for the jobs web inserts; web never runs them
+    from ops import maintenance_controller
+
+    panel = None  # without a configured panel the controller samples the database alone
     if settings.remnawave_url:
         from integrations.remnawave import RemnawaveClient
-        from ops import maintenance_controller
 
         panel = RemnawaveClient(settings.remnawave_url, settings.remnawave_token)
-        maintenance_controller.start(panel, settings.maintenance_probe_seconds)
+    maintenance_controller.start(panel, settings.maintenance_probe_seconds)
     serve(create_app(settings), settings.port)
 
 
