@@ -49,8 +49,9 @@ def json_body():
 def bearer_refusal(operator_token):
     """None when the request carries the operator token (compared in constant
     time), else the 401 answer. Without a configured token nothing is accepted."""
-    header = bottle.request.get_header("Authorization", "")
-    given = header[len("Bearer ") :] if header.startswith("Bearer ") else ""
+    scheme, _, credentials = bottle.request.get_header("Authorization", "").partition(" ")
+    # RFC 7235: the scheme is case-insensitive, and spaces may separate it from the token.
+    given = credentials.lstrip(" ") if scheme.lower() == "bearer" else ""
     if operator_token and hmac.compare_digest(given.encode(), operator_token.encode()):
         return None
     bottle.response.set_header("WWW-Authenticate", "Bearer")

@@ -68,6 +68,17 @@ def test_admin_routes_refuse_a_missing_or_wrong_token(web, headers, method, path
     assert Job.get_by_id(job_id).state == "discarded"
 
 
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR", "Bearer  "])
+def test_the_bearer_scheme_is_case_insensitive(web, scheme):
+    for path in ("/v1/admin/jobs", "/metrics"):
+        assert get(web, path, headers={"Authorization": f"{scheme} {OPERATOR_TOKEN}"}).status_code == 200
+
+
+@pytest.mark.parametrize("header", [f"Basic {OPERATOR_TOKEN}", f"Bearer{OPERATOR_TOKEN}", OPERATOR_TOKEN, "bearer "])
+def test_another_scheme_or_no_scheme_is_refused(web, header):
+    assert_problem(get(web, "/v1/admin/jobs", headers={"Authorization": header}), 401, "unauthorized")
+
+
 def test_default_listing_is_the_dead_letter_view_with_summarised_args_and_redacted_errors(web):
     secret_error = [
         {"at": "x", "attempt": 1, "error": "panel said https://vpn.example/api/sub/AbC123xyz token=s3cr3t-value"}
