@@ -12,23 +12,28 @@ redacted; the token is compared in constant time.
 """
 
 import datetime
-import logging
 from functools import wraps
 
 import bottle
 from peewee import fn
 
-import migrations
 from jobs import JobMutationRejected, JobNotFound, client
 from jobs.engine.states import DEAD_LETTER_STATES
 from models.base import db, utcnow
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance, queue_changes
 from web import problems
-from web.answers import answered, bearer_refusal, id_param, iso, json_answer, json_body, limit_param
+from web.answers import (
+    answered,
+    bearer_refusal,
+    id_param,
+    iso,
+    json_answer,
+    json_body,
+    limit_param,
+    require_schema,
+)
 from web.problems import Problem
-
-logger = logging.getLogger("omniflow.web.admin")
 
 LISTABLE_STATES = {
     "dead_letter": DEAD_LETTER_STATES,
@@ -77,7 +82,7 @@ def build(operator_token):
                 return refusal
 
             def run():
-                _require_jobs()
+                require_schema(problems.JOBS_UNAVAILABLE, "the job queue")
                 return route(*args, **kwargs)
 
             return answered(run)
@@ -151,19 +156,3 @@ def _mutate(job_id, change):
         raise Problem(422, problems.JOB_MUTATION_REJECTED, str(rejected)) from None
     return json_answer(200, {"job": job_json(view)})
 
-
-_schema_current = set()  # databases seen migrated (release migrates before web starts)
-
-
-def _require_jobs():
-    """503 jobs_unavailable when this process cannot reach a migrated queue."""
-    if id(db.obj) in _schema_current:
-        return
-    try:
-        waiting = migrations.pending(db.obj)
-    except Exception:
-        logger.exception("job queue unreachable")
-        raise Problem(503, problems.JOBS_UNAVAILABLE, "the job queue is unreachable") from None
-    if waiting:
-        raise Problem(503, problems.JOBS_UNAVAILABLE, "the job queue's schema is not migrated")
-    _schema_current.add(id(db.obj))

@@ -1,13 +1,19 @@
-"""What every JSON route shares: timestamps, JSON answers and bodies, the operator token."""
+"""What every JSON route shares: timestamps, JSON answers and bodies, the operator token,
+and the 503 of a process whose database is unreachable or not migrated."""
 
 import hmac
 import json
+import logging
+import weakref
 
 import bottle
 
+import migrations
 from models.base import db
 from web import problems
 from web.problems import Problem
+
+logger = logging.getLogger("omniflow.web")
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -77,3 +83,21 @@ def id_param(raw, code, what):
 def plain_digits(raw):
     # str.isdigit() is also true for "²" or "٣", which int() refuses: plain ASCII digits only.
     return raw.isascii() and raw.isdigit()
+
+
+_schema_current = weakref.WeakSet()  # databases seen migrated (release migrates before web starts)
+
+
+def require_schema(code, what):
+    """A 503 with `code` when this process cannot reach a migrated database; `what`
+    names it for the answer ("the job queue", "the database")."""
+    if db.obj in _schema_current:
+        return
+    try:
+        waiting = migrations.pending(db.obj)
+    except Exception:
+        logger.exception("%s unreachable", what)
+        raise Problem(503, code, f"{what} is unreachable") from None
+    if waiting:
+        raise Problem(503, code, f"{what}'s schema is not migrated")
+    _schema_current.add(db.obj)

@@ -353,6 +353,11 @@ def document():
             },
         },
     }
+    unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
+    for path, item in paths.items():
+        if path.startswith("/v1/panel/"):
+            for operation in item.values():
+                operation["responses"]["503"] = unavailable
     paths["/v1/openapi.json"] = {"get": {"summary": "This description", "responses": {"200": _ok({"type": "object"})}}}
     return {
         "openapi": "3.1.0",

@@ -54,7 +54,9 @@ def page(permission):
     def decorate(view):
         @wraps(view)
         def wrapper(*args, **kwargs):
+            operator = None
             try:
+                panel.require_database()
                 operator = operators.session_operator(bottle.request.get_cookie(panel.SESSION_COOKIE))
                 if operator is None:
                     return bottle.redirect("/panel/login", 303)
@@ -64,7 +66,8 @@ def page(permission):
                 return view(operator, *args, **kwargs)
             except Problem as error:
                 bottle.response.status = error.status
-                return render("denied", operator=None, permission=error.detail)
+                title = bottle.HTTP_CODES.get(error.status, "Error")
+                return render("problem", operator=operator, title=title, detail=error.detail)
             finally:
                 if not db.is_closed() and not db.in_transaction():
                     db.close()

@@ -1,6 +1,7 @@
 """The web app served by waitress on 127.0.0.1, as in production."""
 
 import threading
+from contextlib import contextmanager
 
 import pytest
 import waitress
@@ -11,10 +12,12 @@ from web.app import create_app
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"
 
 
-@pytest.fixture
-def web(database):
-    settings = load_settings({"APP_OPERATOR_TOKEN": OPERATOR_TOKEN})
-    server = waitress.create_server(create_app(settings), host="127.0.0.1", port=0, threads=4)
+@contextmanager
+def serving(environ=None, threads=4):
+    """The app for these settings (the operator token unless told otherwise) on a free
+    port; yields its base URL."""
+    settings = load_settings({"APP_OPERATOR_TOKEN": OPERATOR_TOKEN, **(environ or {})})
+    server = waitress.create_server(create_app(settings), host="127.0.0.1", port=0, threads=threads)
 
     def run():
         try:
@@ -24,6 +27,14 @@ def web(database):
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
-    thread.join(5)
+    try:
+        yield f"http://127.0.0.1:{server.effective_port}"
+    finally:
+        server.close()
+        thread.join(5)
+
+
+@pytest.fixture
+def web(database):
+    with serving() as base:
+        yield base

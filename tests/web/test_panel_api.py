@@ -111,6 +111,33 @@ def test_a_wrong_password_and_an_unknown_name_get_the_same_401(web):
     assert OperatorSession.select().count() == 0
 
 
+def test_on_an_unmigrated_database_sign_in_the_panel_routes_and_pages_answer_503(backend, tmp_path):
+    from tests.support import backends
+    from tests.web.conftest import serving
+    from tests.web.test_openapi import check
+
+    url = f"sqlite:///{tmp_path / 'empty.sqlite3'}" if backend == "sqlite" else backends.create_pg_database()
+    database = backends.bind(url)  # never migrated
+    try:
+        with serving() as base:
+            answer = requests.post(base + "/v1/panel/session", json={"username": "a", "password": "b"}, timeout=10)
+            assert_problem(answer, 503, "database_unavailable")
+            check(answer, "/v1/panel/session", "post")  # as described
+            assert "not migrated" in answer.json()["detail"]
+            for method, path in (("GET", "/v1/panel/session"), ("DELETE", "/v1/panel/session")) + tuple(
+                (method, template.format(op=1, customer="c", subscription="s")) for method, template, _ in ROUTES
+            ):
+                answer = requests.request(method, base + path, headers=REASON, timeout=10)
+                assert_problem(answer, 503, "database_unavailable")
+            page = requests.get(base + "/panel/system/queue", allow_redirects=False, timeout=10)
+            assert page.status_code == 503 and "not migrated" in page.text
+    finally:
+        database.close()
+        if backend == "postgres":
+            database.close_all()
+            backends.drop_pg_database(url)
+
+
 @pytest.mark.parametrize("body", [None, "[]", '{"username": "alice"}', '{"username": 1, "password": "x"}', "{bad"])
 def test_a_malformed_sign_in_is_a_400(web, body):
     answer = requests.post(web + "/v1/panel/session", data=body, timeout=10)
