@@ -101,7 +101,7 @@ def cmd_worker(args):
 
 
 def cmd_web(args):
-    from web.app import WEB_THREADS, create_app, serve
+    from web.app import WEB_THREADS, create_app, serve, server_options
 
     settings = bootstrap(pool_size=WEB_THREADS + 3)
     load_job_kinds()  # the kinds' rules (queue, uniqueness) for the jobs web inserts; web never runs them
@@ -113,7 +113,7 @@ def cmd_web(args):
 
         panel = RemnawaveClient(settings.remnawave_url, settings.remnawave_token)
     maintenance_controller.start(panel, settings.maintenance_probe_seconds)
-    serve(create_app(settings), settings.port)
+    serve(create_app(settings), settings.port, **server_options(settings))
 
 
 def _format_time(value):

@@ -6,6 +6,7 @@ and the entry point turns that into a one-line message and a non-zero exit.
 Secret values are never echoed back in those messages.
 """
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ SECRET_VARIABLES = (
 )
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
 
 
 class ConfigError(Exception):
@@ -66,6 +69,9 @@ class Settings:
     telegram_delivery_rate: int = 25
     support_attachment_dir: str = ""
     worker_metrics_port: int = 0  # 0: the worker serves no metrics endpoint
+    cookie_secure: bool = True  # False only for development over plain http
+    trusted_proxy: str = ""  # the reverse proxy whose X-Forwarded-For names the client ("*": any peer)
+    trusted_proxy_count: int = 1  # how many proxies in a row append to X-Forwarded-For
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -127,6 +133,27 @@ def _url(env, name):
     return raw
 
 
+def _boolean(env, name, default):
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in TRUE_WORDS:
+        return True
+    if raw in FALSE_WORDS:
+        return False
+    raise ConfigError(name, f"must be true or false, got {raw!r}")
+
+
+def _proxy_address(env, name):
+    raw = (env.get(name) or "").strip()
+    if raw and raw != "*":
+        try:
+            ipaddress.ip_address(raw)
+        except ValueError:
+            raise ConfigError(name, f"must be the proxy's IP address (as it connects) or *, got {raw!r}") from None
+    return raw
+
+
 def _secret(env, name, min_length=0):
     raw = (env.get(name) or "").strip()
     if raw and len(raw) < min_length:
@@ -171,4 +198,7 @@ def load_settings(environ=None, dotenv_path=None):
         telegram_delivery_rate=_positive_int(environ, "APP_TELEGRAM_DELIVERY_RATE", 25),
         support_attachment_dir=(environ.get("APP_SUPPORT_ATTACHMENT_DIR") or "").strip(),
         worker_metrics_port=_port(environ, "APP_WORKER_METRICS_PORT", 0),
+        cookie_secure=_boolean(environ, "APP_COOKIE_SECURE", True),
+        trusted_proxy=_proxy_address(environ, "APP_TRUSTED_PROXY"),
+        trusted_proxy_count=_positive_int(environ, "APP_TRUSTED_PROXY_COUNT", 1),
     )

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-devstack.txt
 
-# Development defaults; a variable already set (or in .env) wins.
+# Development defaults; a variable already set in the environment wins.
 export DATABASE_URL="${DATABASE_URL:-sqlite:///var/dev.sqlite3}"
 export PORT="${PORT:-8000}"
 export DEV_WEB_PORT="$PORT"  # honcho gives each process its own PORT; Procfile.dev passes this one to web
@@ -18,6 +18,7 @@ export APP_REMNAWAVE_URL="${APP_REMNAWAVE_URL:-http://127.0.0.1:${APP_FAKE_PANEL
 export APP_REMNAWAVE_TOKEN="${APP_REMNAWAVE_TOKEN:-omniflow-fake-remnawave-dev-token}"
 export APP_OPERATOR_TOKEN="${APP_OPERATOR_TOKEN:-dev-operator-token-0123456789}"
 export APP_MAINTENANCE_PROBE_SECONDS="${APP_MAINTENANCE_PROBE_SECONDS:-10}"
+export APP_COOKIE_SECURE="${APP_COOKIE_SECURE:-false}"  # the panel over plain http from another machine too
 
 export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
 python omniflow.py dev-seed

@@ -64,6 +64,13 @@ def bearer_refusal(operator_token):
     return problems.problem(401, problems.UNAUTHORIZED, "a valid operator bearer token is required")
 
 
+def client_address():
+    """The client's address as waitress reports it: the peer's, or, behind the proxy
+    APP_TRUSTED_PROXY names, the one its X-Forwarded-For gives (web.app.server_options).
+    Never read from the request's headers here: a client could choose it."""
+    return bottle.request.environ.get("REMOTE_ADDR") or ""
+
+
 def limit_param(raw, default, maximum):
     """A page size from the query: `default` when absent, else 1..maximum or a 400 invalid_limit."""
     if raw is None or raw == "":

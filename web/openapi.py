@@ -177,7 +177,7 @@ def document():
         },
         "/v1/panel/session": {
             "post": {
-                "summary": "Sign in: sets the HttpOnly, SameSite=Strict session cookie",
+                "summary": "Sign in: sets the HttpOnly, SameSite=Strict session cookie (Secure unless APP_COOKIE_SECURE=false)",
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -195,7 +195,10 @@ def document():
                     "200": _ok(WHOAMI),
                     "400": BAD_REQUEST,
                     "401": _error("unknown username or wrong password (`invalid_credentials`)"),
-                    "429": _error("5 failed sign-ins for this username within 15 minutes (`too_many_attempts`)"),
+                    "429": _error(
+                        "5 failed sign-ins for this username from this client address within 15 minutes"
+                        " (`too_many_attempts`)"
+                    ),
                 },
             },
             "get": {

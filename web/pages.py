@@ -39,6 +39,13 @@ CHART_MINUTES = 60
 CHART_WIDTH, CHART_HEIGHT = 720, 120
 DEAD_LETTER_ROWS = 50
 OUTBOX_ROWS = 500
+# What the login page says when a sign-in succeeded but the browser kept no cookie.
+COOKIE_DROPPED_SECURE = (
+    "Signed in, but this browser did not keep the session cookie. It is a Secure cookie, which browsers keep "
+    "only over https (or on localhost): open the panel over https, or, for development over plain HTTP, set "
+    "APP_COOKIE_SECURE=false for the web process."
+)
+COOKIE_DROPPED = "Signed in, but this browser did not keep the session cookie: allow cookies for this site."
 
 
 def render(name, **values):
@@ -144,7 +151,7 @@ def chart(per_minute, now):
     }
 
 
-def build():
+def build(secure_cookies=True):
     app = bottle.Bottle()
 
     @app.get("/panel")
@@ -154,7 +161,7 @@ def build():
 
     @app.get("/panel/login")
     def login():
-        return render("login")
+        return render("login", cookie_dropped=json.dumps(COOKIE_DROPPED_SECURE if secure_cookies else COOKIE_DROPPED))
 
     @app.get("/panel/system/jobs")
     @page(operators.SYSTEM_READ)

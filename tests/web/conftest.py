@@ -7,7 +7,7 @@ import pytest
 import waitress
 
 from config.settings import load_settings
-from web.app import create_app
+from web.app import create_app, server_options
 
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"
 
@@ -17,7 +17,9 @@ def serving(environ=None, threads=4):
     """The app for these settings (the operator token unless told otherwise) on a free
     port; yields its base URL."""
     settings = load_settings({"APP_OPERATOR_TOKEN": OPERATOR_TOKEN, **(environ or {})})
-    server = waitress.create_server(create_app(settings), host="127.0.0.1", port=0, threads=threads)
+    server = waitress.create_server(
+        create_app(settings), host="127.0.0.1", port=0, threads=threads, **server_options(settings)
+    )
 
     def run():
         try:
