@@ -119,7 +119,7 @@ def document():
     paths = {
         "/v1/admin/jobs": {
             "get": {
-                "summary": "Job rows, the dead letters by default",
+                "summary": "Queue rows (jobs), the dead letters by default",
                 "security": BEARER,
                 "parameters": [
                     _query("state", {"type": "string", "enum": list(admin.LISTABLE_STATES)}),
@@ -211,6 +211,10 @@ def document():
         "/v1/panel/system/jobs": {
             "get": {
                 "summary": "Fulfillment operations, newest first (system.read)",
+                "description": (
+                    "The panel's System → Operations. The path says `jobs` (SPEC 4.2); its rows are fulfillment"
+                    " operations, not queue rows: those are `/v1/admin/jobs`."
+                ),
                 "security": SESSION,
                 "parameters": [
                     _query("status", {"type": "string", "enum": list(OPERATION_STATUSES)}, "default: failed"),

@@ -1,7 +1,9 @@
 """Pages an operator uses in a browser (SPEC 4.4): server-rendered, no build step.
 
-/panel/login, and System → Jobs (with each operation's history and Retry /
-Cancel asking for a reason), Drift, Outbox and Queue. A page needs the same
+/panel/login, and System → Operations (fulfillment operations, each with its
+history, and Retry / Cancel asking for a reason), Drift, Outbox and Queue (the
+job queue's rows: "jobs" means queue rows only; the panel API's path
+`/v1/panel/system/jobs` is SPEC 4.2's name for the operations). A page needs the same
 session and permission as the API behind it; without a session it sends the
 browser to the login page, without the permission it answers 403. Retry and
 Cancel call the panel API itself (`/v1/panel/system/jobs/{id}/retry|cancel`
@@ -157,15 +159,15 @@ def build(secure_cookies=True):
     @app.get("/panel")
     @app.get("/panel/")
     def home():
-        return bottle.redirect("/panel/system/jobs", 303)
+        return bottle.redirect("/panel/system/operations", 303)
 
     @app.get("/panel/login")
     def login():
         return render("login", cookie_dropped=json.dumps(COOKIE_DROPPED_SECURE if secure_cookies else COOKIE_DROPPED))
 
-    @app.get("/panel/system/jobs")
+    @app.get("/panel/system/operations")
     @page(operators.SYSTEM_READ)
-    def jobs_page(operator):
+    def operations_page(operator):
         query = bottle.request.query
         status = query.get("status") or panel.DEFAULT_STATUS
         status = status if status in OPERATION_STATUSES else panel.DEFAULT_STATUS
@@ -176,7 +178,7 @@ def build(secure_cookies=True):
             status, operation, entitlement_id, query.get("cursor"), panel.DEFAULT_PAGE
         )
         return render(
-            "jobs",
+            "operations",
             operator=operator,
             rows=rows,
             next_cursor=next_cursor,
@@ -188,7 +190,7 @@ def build(secure_cookies=True):
             can_write=operators.SYSTEM_WRITE in operator.permission_set,
         )
 
-    @app.get("/panel/system/jobs/<operation_id>")
+    @app.get("/panel/system/operations/<operation_id>")
     @page(operators.SYSTEM_READ)
     def history_page(operator, operation_id):
         op = (

@@ -1,5 +1,5 @@
 """SPEC 4.4 in a real browser: headless Chromium (Debian's, driven by Playwright)
-signs in, opens System → Jobs, retries a failed operation with a reason and
+signs in, opens System → Operations, retries a failed operation with a reason and
 sees it move to pending. A screenshot goes to tests/artifacts/."""
 
 import shutil
@@ -52,12 +52,12 @@ def test_an_operator_signs_in_and_retries_a_failed_operation_with_a_reason(web, 
     api.operator("alice", ["system.read", "system.write"])
     failed = api.operation_in("failed")
     page = browser.new_page()
-    page.goto(web + "/panel/system/jobs")
+    page.goto(web + "/panel/system/operations")
     page.wait_for_url("**/panel/login")  # no session yet
     page.fill("input[name=username]", "alice")
     page.fill("input[name=password]", api.PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url("**/panel/system/jobs")
+    page.wait_for_url("**/panel/system/operations")
     row = page.locator(f'tr[data-operation="{failed}"]')
     assert row.locator("td.status-failed").inner_text() == "failed"
 
@@ -71,7 +71,7 @@ def test_an_operator_signs_in_and_retries_a_failed_operation_with_a_reason(web, 
     moved = page.locator(f'tr[data-operation="{failed}"]')
     assert moved.locator("td.status-pending").inner_text() == "pending"
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "jobs-after-retry.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "operations-after-retry.png"), full_page=True)
 
     assert FulfillmentOperation.get_by_id(failed).status == "pending"
     audit = AuditEvent.get(AuditEvent.action == "panel.fulfillment.retried")
@@ -87,7 +87,7 @@ def test_an_operator_turns_maintenance_on_from_the_queue_page(web, browser):
     page.fill("input[name=username]", "alice")
     page.fill("input[name=password]", api.PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url("**/panel/system/jobs")
+    page.wait_for_url("**/panel/system/operations")
     page.click("nav >> text=Queue")
     page.wait_for_url("**/panel/system/queue")
     box = page.locator("#maintenance")
@@ -116,5 +116,5 @@ def test_with_app_cookie_secure_false_sign_in_works_over_plain_http_from_another
     with serving({"APP_COOKIE_SECURE": "false"}) as base:
         page = browser.new_page()
         sign_in(page, from_the_lan(base))
-        page.wait_for_url("**/panel/system/jobs")
+        page.wait_for_url("**/panel/system/operations")
         assert page.locator("nav").is_visible()
