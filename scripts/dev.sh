@@ -6,11 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m venv .venv
+[ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-devstack.txt
 
 # Development defaults; a variable already set in the environment wins.
-export DATABASE_URL="${DATABASE_URL:-sqlite:///var/dev.sqlite3}"
+# DATABASE_URL is left alone: unset, every command (this stack, `omniflow.py
+# jobs list` in another shell, dev-seed) uses the one default file,
+# var/omniflow.sqlite3 (config/settings.py).
 export PORT="${PORT:-8000}"
 export DEV_WEB_PORT="$PORT"  # honcho gives each process its own PORT; Procfile.dev passes this one to web
 export APP_FAKE_PANEL_PORT="${APP_FAKE_PANEL_PORT:-3010}"
