@@ -16,9 +16,8 @@ subscription there against that panel.
 import json
 import os
 
-from config.settings import PROJECT_ROOT, DatabaseTarget
-
 from commerce.settlement import settle_order
+from config.settings import PROJECT_ROOT, DatabaseTarget
 from models.commerce import Customer, Order, Plan
 from models.fulfillment import FulfillmentOperation
 

@@ -197,7 +197,9 @@ def test_the_worker_starts_only_once_a_panel_slow_to_come_up_answers(tmp_path):
         time.sleep(PANEL_LATE_S)  # long enough for a worker that did not wait to claim and fail every order
         panel.start()
         wait_for(
-            lambda: statuses(database).get("succeeded", 0) >= stack.PAID_ORDERS, timeout=90, message="orders provisioned"
+            lambda: statuses(database).get("succeeded", 0) >= stack.PAID_ORDERS,
+            timeout=90,
+            message="orders provisioned",
         )
         no_first_attempt_failed(database, log_path.read_text())
     finally:

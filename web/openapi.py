@@ -177,7 +177,9 @@ def document():
         },
         "/v1/panel/session": {
             "post": {
-                "summary": "Sign in: sets the HttpOnly, SameSite=Strict session cookie (Secure unless APP_COOKIE_SECURE=false)",
+                "summary": (
+                    "Sign in: sets the HttpOnly, SameSite=Strict session cookie (Secure unless APP_COOKIE_SECURE=false)"
+                ),
                 "requestBody": {
                     "required": True,
                     "content": {

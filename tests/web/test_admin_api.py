@@ -159,7 +159,8 @@ def test_retry_and_cancel_follow_the_state_rules(web):
 
 
 def audit_trail():
-    return [(a.action, a.actor, a.reason, a.subject_type, a.subject_id) for a in AuditEvent.select().order_by(AuditEvent.id)]
+    events = AuditEvent.select().order_by(AuditEvent.id)
+    return [(a.action, a.actor, a.reason, a.subject_type, a.subject_id) for a in events]
 
 
 def test_retry_and_cancel_are_audited_with_the_token_as_actor_and_a_refusal_writes_none(web):
