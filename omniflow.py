@@ -228,7 +228,7 @@ def cmd_dev_seed(args):
     migrations.apply(db.obj)
     seeded = stack.seed()
     base = f"http://127.0.0.1:{settings.port}"
-    print(f"dev-seed: database {settings.database.path or 'DATABASE_URL'}")
+    print(f"dev-seed: database {settings.database.path or 'PostgreSQL (DATABASE_URL)'}")
     print("dev-seed: sample data added" if seeded else "dev-seed: sample data already there")
     print(f"dev-seed: panel {base}/panel/login  user {stack.DEV_OPERATOR}  password {stack.DEV_PASSWORD}")
 

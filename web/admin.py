@@ -155,4 +155,3 @@ def _mutate(job_id, change):
     except JobMutationRejected as rejected:
         raise Problem(422, problems.JOB_MUTATION_REJECTED, str(rejected)) from None
     return json_answer(200, {"job": job_json(view)})
-

@@ -1,13 +1,14 @@
 """Pages an operator uses in a browser (SPEC 4.4): server-rendered, no build step.
 
 /panel/login, and System → Operations (fulfillment operations, each with its
-history, and Retry / Cancel asking for a reason), Drift, Outbox and Queue (the
-job queue's rows: "jobs" means queue rows only; the panel API's path
-`/v1/panel/system/jobs` is SPEC 4.2's name for the operations). A page needs the same
-session and permission as the API behind it; without a session it sends the
-browser to the login page, without the permission it answers 403. Retry and
-Cancel call the panel API itself (`/v1/panel/system/jobs/{id}/retry|cancel`
-with `X-Operator-Reason`), so the rules, the 409 and the audit are the API's.
+history, and Retry / Cancel asking for a reason), Drift, Outbox and Queue
+(the job queue's rows: "jobs" means queue rows only; the panel API's path
+`/v1/panel/system/jobs` is SPEC 4.2's name for the operations). A page needs
+the same session and permission as the API behind it; without a session it
+sends the browser to the login page, without the permission it answers 403,
+and while the database is unreachable or not migrated 503. Retry and Cancel
+call the panel API itself (`/v1/panel/system/jobs/{id}/retry|cancel` with
+`X-Operator-Reason`), so the rules, the 409 and the audit are the API's.
 Nothing here shows a subscription link, a provider body, squad ids, the
 desired state or request/response summaries: templates escape everything,
 and drift values are reduced to what an operator compares.
