@@ -3,9 +3,11 @@
     python omniflow.py migrate              apply pending schema migrations (the `release` process)
     python omniflow.py worker               run the queue consumer (the `worker` process)
     python omniflow.py web                  serve the HTTP API on $PORT (the `web` process)
-    python omniflow.py jobs list [--state S] [--limit N]
-    python omniflow.py jobs retry ID | jobs cancel ID
+    python omniflow.py jobs list [--state S] [--limit N]   the queue's rows ("jobs" means queue rows only)
+    python omniflow.py jobs retry ID | jobs cancel ID [--reason TEXT]   audited (actor `cli`)
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
+    python omniflow.py dev-seed             development: migrate, then sample data for the dev stack
+    python omniflow.py dev-wait-panel       development: return once APP_REMNAWAVE_URL answers (the stack's worker)
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
     python omniflow.py fake-yookassa        development and tests: a fake YooKassa
     python omniflow.py fake-cryptobot       development and tests: a fake Crypto Pay (CryptoBot)
@@ -27,6 +29,7 @@ from security.redactor import register_settings
 
 logger = logging.getLogger("omniflow")
 
+CLI_ACTOR = "cli"  # who the audit names for a change made from this command line
 WORKER_POOL_EXTRA = 8  # producers, completer, maintenance, and slack
 # Modules that declare the production job kinds and periodic passes.
 JOB_KIND_MODULES = (
@@ -102,17 +105,19 @@ def cmd_worker(args):
 
 
 def cmd_web(args):
-    from web.app import WEB_THREADS, create_app, serve
+    from web.app import WEB_THREADS, create_app, serve, server_options
 
     settings = bootstrap(pool_size=WEB_THREADS + 3)
     load_job_kinds()  # the kinds' rules (queue, uniqueness) for the jobs web inserts; web never runs them
+    from ops import maintenance_controller
+
+    panel = None  # without a configured panel the controller samples the database alone
     if settings.remnawave_url:
         from integrations.remnawave import RemnawaveClient
-        from ops import maintenance_controller
 
         panel = RemnawaveClient(settings.remnawave_url, settings.remnawave_token)
-        maintenance_controller.start(panel, settings.maintenance_probe_seconds)
-    serve(create_app(settings), settings.port)
+    maintenance_controller.start(panel, settings.maintenance_probe_seconds)
+    serve(create_app(settings), settings.port, **server_options(settings))
 
 
 def _format_time(value):
@@ -133,6 +138,8 @@ def print_jobs(jobs_shown, counts):
 def cmd_jobs(args):
     from jobs import JobMutationRejected, JobNotFound, client
     from jobs.engine.states import ALL_STATES, DEAD_LETTER_STATES
+    from models import db
+    from ops import queue_changes
 
     bootstrap()
     require_current_schema()
@@ -148,11 +155,10 @@ def cmd_jobs(args):
                 print(f"unknown state {args.state!r}", file=sys.stderr)
                 raise SystemExit(2)
             print_jobs(client.list(states, limit=args.limit), client.counts())
-        elif args.action == "retry":
-            job = client.retry(args.id)
-            print(f"job {job.id} is {job.state}")
-        elif args.action == "cancel":
-            job = client.cancel(args.id)
+        else:
+            change = queue_changes.retry_job if args.action == "retry" else queue_changes.cancel_job
+            with db.atomic():
+                job = change(args.id, CLI_ACTOR, args.reason)
             print(f"job {job.id} is {job.state}")
     except (JobNotFound, JobMutationRejected) as error:
         print(str(error), file=sys.stderr)
@@ -191,9 +197,11 @@ def cmd_demo(args):
     from jobs import client
     from models import db
 
-    bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
+    bootstrap()
+    bind_database(demo.fresh_database(), pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
     migrations.apply(db.obj)
     load_job_kinds()
+    print(f"demo: on a SQLite file of its own, made afresh: {demo.DEMO_DATABASE_PATH}")
     panel = demo.start_panel()
     try:
         settlements, repeated = demo.seed()
@@ -207,7 +215,10 @@ def cmd_demo(args):
         demo.report(panel)
     finally:
         panel.stop()
-    print("\nsee the rows again with: python omniflow.py jobs list  (or --state dead_letter)")
+    print(
+        "\nsee the rows again with: "
+        f"DATABASE_URL=sqlite:///{demo.DEMO_DATABASE_PATH} python omniflow.py jobs list  (or --state dead_letter)"
+    )
 
 
 def cmd_dev_seed(args):
@@ -219,8 +230,23 @@ def cmd_dev_seed(args):
     migrations.apply(db.obj)
     seeded = stack.seed()
     base = f"http://127.0.0.1:{settings.port}"
+    print(f"dev-seed: database {settings.database.path or 'PostgreSQL (DATABASE_URL)'}")
     print("dev-seed: sample data added" if seeded else "dev-seed: sample data already there")
     print(f"dev-seed: panel {base}/panel/login  user {stack.DEV_OPERATOR}  password {stack.DEV_PASSWORD}")
+
+
+def cmd_dev_wait_panel(args):
+    from devtools import stack
+
+    settings = bootstrap()
+    if not settings.remnawave_url or not settings.remnawave_token:
+        print("dev-wait-panel: APP_REMNAWAVE_URL and APP_REMNAWAVE_TOKEN name the panel to wait for", file=sys.stderr)
+        raise SystemExit(2)
+    print(f"dev-wait-panel: waiting for the panel at {settings.remnawave_url}", flush=True)
+    if not stack.wait_for_panel(settings.remnawave_url, settings.remnawave_token, args.timeout):
+        print(f"dev-wait-panel: {settings.remnawave_url} did not answer within {args.timeout:.0f} s", file=sys.stderr)
+        raise SystemExit(1)
+    print(f"dev-wait-panel: the panel at {settings.remnawave_url} answers")
 
 
 def cmd_fake_remnawave(args):
@@ -254,13 +280,15 @@ def build_parser():
     worker_parser.set_defaults(run=cmd_worker)
     commands.add_parser("web", help="serve the HTTP API on $PORT").set_defaults(run=cmd_web)
 
-    jobs_parser = commands.add_parser("jobs", help="list, retry or cancel job rows")
+    jobs_parser = commands.add_parser("jobs", help="list, retry or cancel queue rows (jobs)")
     jobs_actions = jobs_parser.add_subparsers(dest="action", required=True)
     listing = jobs_actions.add_parser("list")
     listing.add_argument("--state", help="a job state, dead_letter, or all (default)")
     listing.add_argument("--limit", type=int, default=50)
     for action in ("retry", "cancel"):
-        jobs_actions.add_parser(action).add_argument("id", type=int)
+        changing = jobs_actions.add_parser(action, help=f"{action} a job (audited, actor {CLI_ACTOR})")
+        changing.add_argument("id", type=int)
+        changing.add_argument("--reason", help="why; written to the audit event")
     jobs_parser.set_defaults(run=cmd_jobs)
 
     operators_parser = commands.add_parser("operators", help="panel operator accounts")
@@ -279,6 +307,12 @@ def build_parser():
     commands.add_parser(
         "dev-seed", help="development: migrate and add sample data (an operator, plans, paid orders)"
     ).set_defaults(run=cmd_dev_seed)
+
+    waiting = commands.add_parser(
+        "dev-wait-panel", help="development: wait until the panel APP_REMNAWAVE_URL names answers its health route"
+    )
+    waiting.add_argument("--timeout", type=float, default=60, help="give up (exit 1) after this many seconds")
+    waiting.set_defaults(run=cmd_dev_wait_panel)
 
     fake_parser = commands.add_parser("fake-remnawave", help="development: a fake Remnawave panel (no database)")
     fake_parser.add_argument("--host", default="127.0.0.1")

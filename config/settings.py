@@ -6,6 +6,7 @@ and the entry point turns that into a one-line message and a non-zero exit.
 Secret values are never echoed back in those messages.
 """
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ YOOKASSA_API_URL = "https://api.yookassa.ru/v3"
 CRYPTOBOT_API_URL = "https://pay.crypt.bot"  # testnet: https://testnet-pay.crypt.bot
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
 
 
 class ConfigError(Exception):
@@ -78,6 +81,9 @@ class Settings:
     yookassa_api_url: str = YOOKASSA_API_URL
     cryptobot_token: str = field(default="", repr=False)
     cryptobot_api_url: str = CRYPTOBOT_API_URL
+    cookie_secure: bool = True  # False only for development over plain http
+    trusted_proxy: str = ""  # the reverse proxy whose X-Forwarded-For names the client ("*": any peer)
+    trusted_proxy_count: int = 1  # how many proxies in a row append to X-Forwarded-For
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -138,6 +144,27 @@ def _url(env, name):
     raw = (env.get(name) or "").strip()
     if raw and urlsplit(raw).scheme not in ("http", "https"):
         raise ConfigError(name, "must be an http:// or https:// URL")
+    return raw
+
+
+def _boolean(env, name, default):
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in TRUE_WORDS:
+        return True
+    if raw in FALSE_WORDS:
+        return False
+    raise ConfigError(name, f"must be true or false, got {raw!r}")
+
+
+def _proxy_address(env, name):
+    raw = (env.get(name) or "").strip()
+    if raw and raw != "*":
+        try:
+            ipaddress.ip_address(raw)
+        except ValueError:
+            raise ConfigError(name, f"must be the proxy's IP address (as it connects) or *, got {raw!r}") from None
     return raw
 
 
@@ -214,4 +241,7 @@ def load_settings(environ=None, dotenv_path=None):
         yookassa_api_url=_base_url(environ, "APP_YOOKASSA_API_URL", YOOKASSA_API_URL),
         cryptobot_token=_secret(environ, "APP_CRYPTOBOT_TOKEN"),
         cryptobot_api_url=_base_url(environ, "APP_CRYPTOBOT_API_URL", CRYPTOBOT_API_URL),
+        cookie_secure=_boolean(environ, "APP_COOKIE_SECURE", True),
+        trusted_proxy=_proxy_address(environ, "APP_TRUSTED_PROXY"),
+        trusted_proxy_count=_positive_int(environ, "APP_TRUSTED_PROXY_COUNT", 1),
     )

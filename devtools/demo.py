@@ -1,20 +1,40 @@
 """The development demo: paid orders become users on a fake Remnawave panel.
 
-`python omniflow.py demo` migrates the local SQLite file, starts the fake
-panel in-process (it fails one call in five, so retries show), settles a few
-orders (one twice: the second settlement changes nothing) plus one whose
-operation carries a corrupt desired state (it fails for good and lands in
-the dead-letter view), runs the worker, and prints what happened.
+`python omniflow.py demo` makes a SQLite file of its own afresh
+(var/demo.sqlite3), starts the fake panel in-process (it fails one call in
+five, so retries show), settles a few orders (one twice: the second
+settlement changes nothing) plus one whose operation carries a corrupt
+desired state (it fails for good and lands in the dead-letter view), runs
+the worker, and prints what happened.
+
+It never runs on the configured database (DATABASE_URL, or the development
+file the dev stack uses): its worker would take that database's jobs too and
+push them to its own in-process panel, and, as leader, reconcile every
+subscription there against that panel.
 """
+
 import json
+import os
 
 from commerce.settlement import settle_order
+from config.settings import PROJECT_ROOT, DatabaseTarget
 from models.commerce import Customer, Order, Plan
 from models.fulfillment import FulfillmentOperation
 
+DEMO_DATABASE_PATH = PROJECT_ROOT / "var" / "demo.sqlite3"
 DEMO_TOKEN = "demo-panel-token-0123456789"
 DEMO_ORDERS = 5
 PANEL_FAIL_RATE = 0.2
+
+
+def fresh_database():
+    """The demo's own SQLite file, emptied: each run shows only its own orders."""
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.remove(f"{DEMO_DATABASE_PATH}{suffix}")
+        except FileNotFoundError:
+            pass
+    return DatabaseTarget("sqlite", path=str(DEMO_DATABASE_PATH))
 
 
 def start_panel():

@@ -1,7 +1,7 @@
 """Models of the durable queue's tables (created by migrations/0001_job_queue.py).
 
 The engine's hot path (claim, complete, rescue, elect) is hand-written SQL in
-jobs/engine/sql_*.py; these models serve listings, the CLI and tests, and a
+jobs/engine/sql.py; these models serve listings, the CLI and tests, and a
 test keeps them and the migrations in agreement.
 """
 

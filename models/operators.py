@@ -36,6 +36,7 @@ class OperatorSession(BaseModel):
 class LoginFailure(BaseModel):
     id = BigAutoField()
     username = TextField()
+    client_address = TextField()  # the address, or an IPv6 client's /64 (ops.operators.throttle_address)
     failed_at = DateTimeField(default=utcnow)
 
     class Meta:

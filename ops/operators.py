@@ -7,6 +7,7 @@ never compares secrets in Python. Sessions expire after SESSION_TTL.
 
 import datetime
 import hashlib
+import ipaddress
 import json
 import secrets
 
@@ -25,10 +26,16 @@ PERMISSIONS = (SYSTEM_READ, SYSTEM_WRITE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRIT
 
 SESSION_TTL = datetime.timedelta(hours=12)
 USERNAME_MAX = 64
-# Five wrong passwords for one username within 15 minutes: that name is refused
-# (without hashing anything) until the oldest of them is 15 minutes old.
+# Five wrong passwords for one username from one client address within 15
+# minutes: that name is refused from that address (without hashing anything)
+# until the oldest of them is 15 minutes old. Other addresses are not
+# affected, so whoever types wrong passwords elsewhere cannot lock the
+# operator out; the README says why there is no cap across addresses.
 MAX_FAILURES = 5
 FAILURE_WINDOW = datetime.timedelta(minutes=15)
+# An IPv6 subscriber gets at least a /64: counted per address, one client would
+# have 2**64 fresh addresses to guess from.
+IPV6_CLIENT_PREFIX = 64
 
 
 class OperatorError(ValueError):
@@ -65,23 +72,39 @@ def create_operator(username, password, permissions, actor="cli"):
     return operator
 
 
-def authenticate(username, password, now=None):
+def throttle_address(client_address):
+    """What sign-in failures are counted under: the client's IPv4 address, or the
+    /64 network of an IPv6 one (an IPv4-mapped IPv6 address counts as the IPv4)."""
+    try:
+        address = ipaddress.ip_address(client_address)
+    except ValueError:
+        return client_address[:64]
+    if address.version == 6 and address.ipv4_mapped:
+        return str(address.ipv4_mapped)
+    if address.version == 6:
+        return str(ipaddress.ip_network(f"{address}/{IPV6_CLIENT_PREFIX}", strict=False))
+    return str(address)
+
+
+def authenticate(username, password, client_address, now=None):
     """The operator for these credentials, or None (an unknown name costs as long as
-    a wrong password). Raises TooManyAttempts while the name is throttled, known or not."""
+    a wrong password). Raises TooManyAttempts while the name is throttled from this
+    client address, known name or not."""
     now = now or utcnow()
     since = now - FAILURE_WINDOW
-    recent = LoginFailure.select().where(LoginFailure.username == username, LoginFailure.failed_at > since).count()
-    if recent >= MAX_FAILURES:
+    pair = (LoginFailure.username == username) & (LoginFailure.client_address == throttle_address(client_address))
+    if LoginFailure.select().where(pair, LoginFailure.failed_at > since).count() >= MAX_FAILURES:
         raise TooManyAttempts(username)
     operator = Operator.get_or_none(Operator.username == username)
     if operator is None:
         verify_password(password, DECOY_HASH)
     elif verify_password(password, operator.password_hash) and operator.disabled_at is None:
-        LoginFailure.delete().where(LoginFailure.username == username).execute()
+        # Only this address's count: a success must not reset what is counted against other addresses.
+        LoginFailure.delete().where(pair).execute()
         return operator
     with db.atomic():
-        LoginFailure.delete().where(LoginFailure.username == username, LoginFailure.failed_at <= since).execute()
-        LoginFailure.create(username=username, failed_at=now)
+        LoginFailure.delete().where(LoginFailure.failed_at <= since).execute()  # the table keeps one window
+        LoginFailure.create(username=username, client_address=throttle_address(client_address), failed_at=now)
     return None
 
 

@@ -6,11 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m venv .venv
+[ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-devstack.txt
 
-# Development defaults; a variable already set (or in .env) wins.
-export DATABASE_URL="${DATABASE_URL:-sqlite:///var/dev.sqlite3}"
+# Development defaults; a variable already set in the environment wins.
+# DATABASE_URL is left alone: unset, every command (this stack, `omniflow.py
+# jobs list` in another shell, dev-seed) uses the one default file,
+# var/omniflow.sqlite3 (config/settings.py).
 export PORT="${PORT:-8000}"
 export DEV_WEB_PORT="$PORT"  # honcho gives each process its own PORT; Procfile.dev passes this one to web
 export APP_FAKE_PANEL_PORT="${APP_FAKE_PANEL_PORT:-3010}"
@@ -18,6 +20,7 @@ export APP_REMNAWAVE_URL="${APP_REMNAWAVE_URL:-http://127.0.0.1:${APP_FAKE_PANEL
 export APP_REMNAWAVE_TOKEN="${APP_REMNAWAVE_TOKEN:-omniflow-fake-remnawave-dev-token}"
 export APP_OPERATOR_TOKEN="${APP_OPERATOR_TOKEN:-dev-operator-token-0123456789}"
 export APP_MAINTENANCE_PROBE_SECONDS="${APP_MAINTENANCE_PROBE_SECONDS:-10}"
+export APP_COOKIE_SECURE="${APP_COOKIE_SECURE:-false}"  # the panel over plain http from another machine too
 
 export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
 python omniflow.py dev-seed

@@ -10,6 +10,7 @@ import pytest
 from jobs import insert
 from models.base import utcnow
 from models.jobs import Job
+from models.ops import AuditEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,6 +46,18 @@ def test_jobs_retry_and_cancel_follow_the_state_rules(database, database_url):
     assert again.returncode == 1 and "not allowed" in again.stderr
     retried = cli(database_url, "jobs", "retry", str(job_id))
     assert retried.returncode == 0 and "available" in retried.stdout
+
+
+def test_jobs_retry_and_cancel_are_audited_with_the_cli_as_actor_and_a_refusal_writes_none(database, database_url):
+    job_id = insert("t_record", {"n": 1}).job_id
+    assert cli(database_url, "jobs", "cancel", str(job_id), "--reason", "stuck behind a bad deploy").returncode == 0
+    assert cli(database_url, "jobs", "cancel", str(job_id)).returncode == 1  # cancelled already: refused
+    assert cli(database_url, "jobs", "retry", str(job_id)).returncode == 0
+    trail = [(a.action, a.actor, a.reason, a.subject_id) for a in AuditEvent.select().order_by(AuditEvent.id)]
+    assert trail == [
+        ("job.cancelled", "cli", "stuck behind a bad deploy", str(job_id)),
+        ("job.retried", "cli", None, str(job_id)),
+    ]
 
 
 @pytest.mark.parametrize("args", [("jobs", "list", "--state", "bogus"), ("jobs", "retry", "999999")])

@@ -1,12 +1,16 @@
-"""The README's first command: scripts/dev.sh's stack (sample data, then the fake
-panel, web and worker from Procfile.dev under honcho) shows the whole flow."""
+"""The README's first command, as a newcomer runs it: `bash scripts/dev.sh` in a
+fresh checkout (sample data, then the fake panel, web and worker from
+Procfile.dev under honcho) shows the whole flow, and the README's other
+commands, run from a second shell with no extra environment, see its data."""
 
 import os
+import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from devtools import stack
 from tests.support.processes import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
+PANEL_LATE_S = 3
 pytestmark = pytest.mark.processes
 
 
@@ -25,39 +30,155 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def fresh_checkout(target):
+    """The repository's files (as they are on disk, tracked or new) without var/, sharing
+    this checkout's virtualenv, so dev.sh finds its dependencies installed."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    for name in listed:
+        source = ROOT / name
+        if source.is_file() and not name.startswith("tests/contract/node_modules/"):
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    (target / ".venv").symlink_to((ROOT / ".venv").resolve())
+    return target
+
+
+def newcomer_environment(**extra):
+    """A shell's environment with none of the project's variables set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("APP_", "DATABASE_URL", "PORT", "DEV_"))}
+    return {**env, **extra}
+
+
 def statuses(path):
+    """Operations by status; none while the file is missing or not yet migrated."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as connection:
+            return dict(
+                connection.execute("SELECT status, COUNT(*) FROM fulfillment_operations GROUP BY status").fetchall()
+            )
+    except sqlite3.OperationalError:
+        return {}
+
+
+def rows(path, sql):
     with sqlite3.connect(path) as connection:
-        return dict(
-            connection.execute("SELECT status, COUNT(*) FROM fulfillment_operations GROUP BY status").fetchall()
+        return connection.execute(sql).fetchall()
+
+
+class DevStack:
+    def __init__(self, checkout, web_port, log):
+        self.checkout, self.web_port, self.log = checkout, web_port, log
+        self.database = checkout / "var" / "omniflow.sqlite3"  # the one default file
+        self.base = f"http://127.0.0.1:{web_port}"
+
+    def second_shell(self, *args):
+        return subprocess.run(
+            [sys.executable, "omniflow.py", *args],
+            cwd=self.checkout,
+            env=newcomer_environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
 
 
-def test_the_dev_stack_provisions_the_sample_orders_and_shows_the_failed_one_on_the_panel(tmp_path):
-    database = tmp_path / "dev.sqlite3"
+@pytest.fixture(scope="module")
+def dev_stack(tmp_path_factory):
+    checkout = fresh_checkout(tmp_path_factory.mktemp("checkout"))
     web_port, panel_port = free_port(), free_port()
-    env = dict(
-        os.environ,
+    log_path = checkout / "dev.log"
+    log = open(log_path, "w")
+    process = subprocess.Popen(
+        ["bash", "scripts/dev.sh"],
+        cwd=checkout,
+        env=newcomer_environment(PORT=str(web_port), APP_FAKE_PANEL_PORT=str(panel_port)),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    running = DevStack(checkout, web_port, log_path)
+    try:
+        wait_for(
+            lambda: statuses(running.database).get("succeeded", 0) >= stack.PAID_ORDERS,
+            timeout=90,
+            message="orders provisioned",
+        )
+        wait_for(
+            lambda: statuses(running.database).get("failed") == 1, timeout=30, message="the corrupt operation failed"
+        )
+        yield running
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+        print(log_path.read_text()[-4000:])
+
+
+def test_the_dev_stack_provisions_the_sample_orders_and_shows_the_failed_one_on_the_panel(dev_stack):
+    def signed_in():
+        try:
+            answer = requests.post(
+                dev_stack.base + "/v1/panel/session",
+                json={"username": stack.DEV_OPERATOR, "password": stack.DEV_PASSWORD},
+                timeout=5,
+            )
+        except requests.ConnectionError:
+            return None
+        return answer if answer.status_code == 200 else None
+
+    answer = wait_for(signed_in, timeout=30, message="web answers")
+    assert "secure" not in answer.headers["Set-Cookie"].lower()  # usable over plain http from another machine
+    cookie = {"Cookie": f"omniflow_session={answer.cookies['omniflow_session']}"}
+    failed = requests.get(dev_stack.base + "/v1/panel/system/jobs", headers=cookie, timeout=5).json()["operations"]
+    assert [row["errorCode"] for row in failed] == ["invalid_desired_state"]
+    page = requests.get(dev_stack.base + "/panel/system/operations", headers=cookie, timeout=5)
+    assert "invalid_desired_state" in page.text
+    again = dev_stack.second_shell("dev-seed")
+    assert again.returncode == 0 and "already there" in again.stdout
+
+
+def no_first_attempt_failed(database, log):
+    succeeded = rows(
+        database, "SELECT attempt_count FROM fulfillment_operations WHERE status = 'succeeded' AND operation = 'create'"
+    )
+    assert [attempts for (attempts,) in succeeded] == [1] * stack.PAID_ORDERS
+    assert rows(database, "SELECT error_code FROM fulfillment_history WHERE status = 'retrying'") == []
+    assert "job retryable" not in log
+
+
+def test_no_sample_order_fails_its_first_attempt(dev_stack):
+    no_first_attempt_failed(dev_stack.database, dev_stack.log.read_text())
+
+
+def test_the_worker_starts_only_once_a_panel_slow_to_come_up_answers(tmp_path):
+    """The stack's processes start together; here the panel the stack is pointed at
+    comes up only after the worker would have claimed the sample orders."""
+    from fakes.remnawave import FakeRemnawave
+
+    database = tmp_path / "dev.sqlite3"
+    web_port, late_port = free_port(), free_port()
+    token = "omniflow-fake-remnawave-dev-token"
+    env = newcomer_environment(
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         DATABASE_URL=f"sqlite:///{database}",
-        PORT=str(web_port),
         DEV_WEB_PORT=str(web_port),
-        APP_FAKE_PANEL_PORT=str(panel_port),
-        APP_REMNAWAVE_URL=f"http://127.0.0.1:{panel_port}",
-        APP_REMNAWAVE_TOKEN="omniflow-fake-remnawave-dev-token",
-        APP_OPERATOR_TOKEN="dev-operator-token-0123456789",
-        LOG_LEVEL="WARNING",
+        APP_FAKE_PANEL_PORT=str(free_port()),  # the stack's own fake panel, unused here
+        APP_REMNAWAVE_URL=f"http://127.0.0.1:{late_port}",
+        APP_REMNAWAVE_TOKEN=token,
     )
-    seeded = subprocess.run(
-        [sys.executable, "omniflow.py", "dev-seed"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
+    seeded = subprocess.run([sys.executable, "omniflow.py", "dev-seed"], cwd=ROOT, env=env, capture_output=True)
     assert seeded.returncode == 0, seeded.stderr
-    assert f"user {stack.DEV_OPERATOR}  password {stack.DEV_PASSWORD}" in seeded.stdout
-    again = subprocess.run(
-        [sys.executable, "omniflow.py", "dev-seed"], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert "already there" in again.stdout
-
-    log = open(tmp_path / "honcho.log", "w")
+    log_path = tmp_path / "honcho.log"
+    log = open(log_path, "w")
     honcho = subprocess.Popen(
         [str(Path(sys.executable).parent / "honcho"), "-f", "Procfile.dev", "start"],
         cwd=ROOT,
@@ -66,35 +187,47 @@ def test_the_dev_stack_provisions_the_sample_orders_and_shows_the_failed_one_on_
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    panel = FakeRemnawave(token=token, port=late_port)
     try:
-        base = f"http://127.0.0.1:{web_port}"
         wait_for(
-            lambda: statuses(database).get("succeeded") == stack.PAID_ORDERS, timeout=60, message="orders provisioned"
+            lambda: "worker started" in log_path.read_text() or "dev-wait-panel: waiting" in log_path.read_text(),
+            timeout=60,
+            message="the worker starting or waiting",
         )
-        wait_for(lambda: statuses(database).get("failed") == 1, timeout=30, message="the corrupt operation failed")
-        session = requests.Session()
-
-        def signed_in():
-            try:
-                answer = session.post(
-                    base + "/v1/panel/session",
-                    json={"username": stack.DEV_OPERATOR, "password": stack.DEV_PASSWORD},
-                    timeout=5,
-                )
-            except requests.ConnectionError:
-                return False
-            return answer.status_code == 200
-
-        wait_for(signed_in, timeout=30, message="web answers")
-        cookie = {"Cookie": f"omniflow_session={session.cookies['omniflow_session']}"}
-        failed = requests.get(base + "/v1/panel/system/jobs", headers=cookie, timeout=5).json()["operations"]
-        assert [row["errorCode"] for row in failed] == ["invalid_desired_state"]
-        page = requests.get(base + "/panel/system/jobs", headers=cookie, timeout=5)
-        assert "invalid_desired_state" in page.text
+        time.sleep(PANEL_LATE_S)  # long enough for a worker that did not wait to claim and fail every order
+        panel.start()
+        wait_for(
+            lambda: statuses(database).get("succeeded", 0) >= stack.PAID_ORDERS,
+            timeout=90,
+            message="orders provisioned",
+        )
+        no_first_attempt_failed(database, log_path.read_text())
     finally:
         os.killpg(honcho.pid, signal.SIGTERM)
         try:
             honcho.wait(30)
         except subprocess.TimeoutExpired:
             os.killpg(honcho.pid, signal.SIGKILL)
-        print((tmp_path / "honcho.log").read_text()[-3000:])
+        panel.stop()
+        log.close()
+        print(log_path.read_text()[-3000:])
+
+
+def test_jobs_list_from_a_second_shell_sees_the_stacks_data_without_extra_environment(dev_stack):
+    listing = dev_stack.second_shell("jobs", "list")
+    assert listing.returncode == 0, listing.stderr
+    fulfillment = [line for line in listing.stdout.splitlines() if " fulfillment " in line]
+    assert len(fulfillment) >= stack.PAID_ORDERS + 1
+    assert "critical/completed: " in listing.stdout
+
+
+def test_the_demo_from_a_second_shell_leaves_the_dev_data_alone(dev_stack):
+    tables = ("customers", "orders", "fulfillment_operations", "entitlements", "jobs")
+    before = {table: rows(dev_stack.database, f"SELECT * FROM {table} ORDER BY id") for table in tables}
+    demo = dev_stack.second_shell("demo", "--seconds", "3")
+    assert demo.returncode == 0, demo.stderr
+    after = {table: rows(dev_stack.database, f"SELECT * FROM {table} ORDER BY id") for table in tables}
+    assert after["customers"] == before["customers"] and after["orders"] == before["orders"]
+    assert {t: len(r) for t, r in after.items() if t != "jobs"} == {t: len(r) for t, r in before.items() if t != "jobs"}
+    assert "settled 5 orders" in demo.stdout  # on a file of its own
+    assert (dev_stack.checkout / "var" / "demo.sqlite3").exists()

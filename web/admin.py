@@ -1,8 +1,8 @@
 """The admin API over the operator bearer token (SPEC 4.1, 4.3).
 
 GET  /v1/admin/jobs?state=&limit=       queue rows (default: the dead letters)
-POST /v1/admin/jobs/{jobID}/retry       back to available (River's rules)
-POST /v1/admin/jobs/{jobID}/cancel
+POST /v1/admin/jobs/{jobID}/retry       back to available (River's rules), audited (actor `token`)
+POST /v1/admin/jobs/{jobID}/cancel      audited (actor `token`); X-Operator-Reason, when sent, is the audit's reason
 GET  /v1/admin/outbox                   {pendingCount, oldestAgeSeconds}
 GET  /v1/admin/maintenance              the maintenance switch (SPEC 9)
 POST /v1/admin/maintenance              {"active": bool, "reason": "..."}: turn it on or off (audited)
@@ -12,23 +12,28 @@ redacted; the token is compared in constant time.
 """
 
 import datetime
-import logging
 from functools import wraps
 
 import bottle
 from peewee import fn
 
-import migrations
 from jobs import JobMutationRejected, JobNotFound, client
 from jobs.engine.states import DEAD_LETTER_STATES
 from models.base import db, utcnow
 from models.ops import MaintenanceState, OutboxEvent
-from ops import maintenance
+from ops import maintenance, queue_changes
 from web import problems
-from web.answers import answered, bearer_refusal, id_param, iso, json_answer, json_body, limit_param
+from web.answers import (
+    answered,
+    bearer_refusal,
+    id_param,
+    iso,
+    json_answer,
+    json_body,
+    limit_param,
+    require_schema,
+)
 from web.problems import Problem
-
-logger = logging.getLogger("omniflow.web.admin")
 
 LISTABLE_STATES = {
     "dead_letter": DEAD_LETTER_STATES,
@@ -40,6 +45,9 @@ LISTABLE_STATES = {
 }
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+ACTOR = "token"  # who the audit names for a change made with the operator token
+REASON_HEADER = "X-Operator-Reason"
+REASON_MAX = 500
 
 
 def job_json(view):
@@ -74,7 +82,7 @@ def build(operator_token):
                 return refusal
 
             def run():
-                _require_jobs()
+                require_schema(problems.JOBS_UNAVAILABLE, "the job queue")
                 return route(*args, **kwargs)
 
             return answered(run)
@@ -94,12 +102,12 @@ def build(operator_token):
     @app.post("/v1/admin/jobs/<job_id>/retry")
     @guarded
     def retry_job(job_id):
-        return _mutate(_parse_job_id(job_id), client.retry)
+        return _mutate(_parse_job_id(job_id), queue_changes.retry_job)
 
     @app.post("/v1/admin/jobs/<job_id>/cancel")
     @guarded
     def cancel_job(job_id):
-        return _mutate(_parse_job_id(job_id), lambda i: client.cancel(i, reason="cancelled through the admin API"))
+        return _mutate(_parse_job_id(job_id), queue_changes.cancel_job)
 
     @app.get("/v1/admin/outbox")
     @guarded
@@ -126,7 +134,7 @@ def build(operator_token):
         if not isinstance(reason, str) or not reason.strip():
             raise Problem(400, problems.REASON_REQUIRED, "a reason is required to change maintenance mode")
         with db.atomic():
-            maintenance.set_mode(active, reason.strip()[:500], actor="admin-api")
+            maintenance.set_mode(active, reason.strip()[:REASON_MAX], actor=ACTOR)
         return json_answer(200, maintenance_json())
 
     return app
@@ -138,27 +146,12 @@ def maintenance_json():
 
 
 def _mutate(job_id, change):
+    reason = (bottle.request.get_header(REASON_HEADER) or "").strip()[:REASON_MAX] or None
     try:
-        view = change(job_id)
+        with db.atomic():
+            view = change(job_id, ACTOR, reason)
     except JobNotFound:
         raise Problem(404, problems.JOB_NOT_FOUND, f"job {job_id} does not exist") from None
     except JobMutationRejected as rejected:
         raise Problem(422, problems.JOB_MUTATION_REJECTED, str(rejected)) from None
     return json_answer(200, {"job": job_json(view)})
-
-
-_schema_current = set()  # databases seen migrated (release migrates before web starts)
-
-
-def _require_jobs():
-    """503 jobs_unavailable when this process cannot reach a migrated queue."""
-    if id(db.obj) in _schema_current:
-        return
-    try:
-        waiting = migrations.pending(db.obj)
-    except Exception:
-        logger.exception("job queue unreachable")
-        raise Problem(503, problems.JOBS_UNAVAILABLE, "the job queue is unreachable") from None
-    if waiting:
-        raise Problem(503, problems.JOBS_UNAVAILABLE, "the job queue's schema is not migrated")
-    _schema_current.add(id(db.obj))

@@ -1,13 +1,19 @@
-"""What every JSON route shares: timestamps, JSON answers and bodies, the operator token."""
+"""What every JSON route shares: timestamps, JSON answers and bodies, the operator token,
+and the 503 of a process whose database is unreachable or not migrated."""
 
 import hmac
 import json
+import logging
+import weakref
 
 import bottle
 
+import migrations
 from models.base import db
 from web import problems
 from web.problems import Problem
+
+logger = logging.getLogger("omniflow.web")
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -49,12 +55,20 @@ def json_body():
 def bearer_refusal(operator_token):
     """None when the request carries the operator token (compared in constant
     time), else the 401 answer. Without a configured token nothing is accepted."""
-    header = bottle.request.get_header("Authorization", "")
-    given = header[len("Bearer ") :] if header.startswith("Bearer ") else ""
+    scheme, _, credentials = bottle.request.get_header("Authorization", "").partition(" ")
+    # RFC 7235: the scheme is case-insensitive, and spaces may separate it from the token.
+    given = credentials.lstrip(" ") if scheme.lower() == "bearer" else ""
     if operator_token and hmac.compare_digest(given.encode(), operator_token.encode()):
         return None
     bottle.response.set_header("WWW-Authenticate", "Bearer")
     return problems.problem(401, problems.UNAUTHORIZED, "a valid operator bearer token is required")
+
+
+def client_address():
+    """The client's address as waitress reports it: the peer's, or, behind the proxy
+    APP_TRUSTED_PROXY names, the one its X-Forwarded-For gives (web.app.server_options).
+    Never read from the request's headers here: a client could choose it."""
+    return bottle.request.environ.get("REMOTE_ADDR") or ""
 
 
 def limit_param(raw, default, maximum):
@@ -76,3 +90,21 @@ def id_param(raw, code, what):
 def plain_digits(raw):
     # str.isdigit() is also true for "²" or "٣", which int() refuses: plain ASCII digits only.
     return raw.isascii() and raw.isdigit()
+
+
+_schema_current = weakref.WeakSet()  # databases seen migrated (release migrates before web starts)
+
+
+def require_schema(code, what):
+    """A 503 with `code` when this process cannot reach a migrated database; `what`
+    names it for the answer ("the job queue", "the database")."""
+    if db.obj in _schema_current:
+        return
+    try:
+        waiting = migrations.pending(db.obj)
+    except Exception:
+        logger.exception("%s unreachable", what)
+        raise Problem(503, code, f"{what} is unreachable") from None
+    if waiting:
+        raise Problem(503, code, f"{what}'s schema is not migrated")
+    _schema_current.add(db.obj)

@@ -12,14 +12,29 @@ def create_app(settings):
     problems.install(app)
     app.merge(health.build())
     app.merge(admin.build(settings.operator_token))
-    app.merge(panel.build())
+    app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(metrics.build(settings.operator_token))
     app.merge(openapi.build())
-    app.merge(pages.build())
+    app.merge(pages.build(secure_cookies=settings.cookie_secure))
     return app
 
 
-def serve(app, port, host="0.0.0.0"):
+def server_options(settings):
+    """waitress' options for this deployment. Behind the reverse proxy named by
+    APP_TRUSTED_PROXY, waitress takes the client's address from X-Forwarded-For
+    (APP_TRUSTED_PROXY_COUNT hops from the right); otherwise it is the peer's
+    address and waitress strips the header, so a client cannot choose the
+    address its sign-ins are throttled under."""
+    if not settings.trusted_proxy:
+        return {}
+    return {
+        "trusted_proxy": settings.trusted_proxy,
+        "trusted_proxy_count": settings.trusted_proxy_count,
+        "trusted_proxy_headers": {"x-forwarded-for"},
+    }
+
+
+def serve(app, port, host="0.0.0.0", **options):
     import waitress
 
-    waitress.serve(app, host=host, port=port, threads=WEB_THREADS, ident="omniflow")
+    waitress.serve(app, host=host, port=port, threads=WEB_THREADS, ident="omniflow", **options)

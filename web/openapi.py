@@ -119,7 +119,7 @@ def document():
     paths = {
         "/v1/admin/jobs": {
             "get": {
-                "summary": "Job rows, the dead letters by default",
+                "summary": "Queue rows (jobs), the dead letters by default",
                 "security": BEARER,
                 "parameters": [
                     _query("state", {"type": "string", "enum": list(admin.LISTABLE_STATES)}),
@@ -177,7 +177,9 @@ def document():
         },
         "/v1/panel/session": {
             "post": {
-                "summary": "Sign in: sets the HttpOnly, SameSite=Strict session cookie",
+                "summary": (
+                    "Sign in: sets the HttpOnly, SameSite=Strict session cookie (Secure unless APP_COOKIE_SECURE=false)"
+                ),
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -195,7 +197,10 @@ def document():
                     "200": _ok(WHOAMI),
                     "400": BAD_REQUEST,
                     "401": _error("unknown username or wrong password (`invalid_credentials`)"),
-                    "429": _error("5 failed sign-ins for this username within 15 minutes (`too_many_attempts`)"),
+                    "429": _error(
+                        "5 failed sign-ins for this username from this client address within 15 minutes"
+                        " (`too_many_attempts`)"
+                    ),
                 },
             },
             "get": {
@@ -208,6 +213,10 @@ def document():
         "/v1/panel/system/jobs": {
             "get": {
                 "summary": "Fulfillment operations, newest first (system.read)",
+                "description": (
+                    "The panel's System → Operations. The path says `jobs` (SPEC 4.2); its rows are fulfillment"
+                    " operations, not queue rows: those are `/v1/admin/jobs`."
+                ),
                 "security": SESSION,
                 "parameters": [
                     _query("status", {"type": "string", "enum": list(OPERATION_STATUSES)}, "default: failed"),
@@ -249,14 +258,14 @@ def document():
         },
     }
     for action, summary in (
-        ("retry", "Make a job available again (River's rules)"),
-        ("cancel", "Cancel an unfinished job"),
+        ("retry", "Make a queue row available again (River's rules; audited `job.retried`, actor `token`)"),
+        ("cancel", "Cancel an unfinished queue row (audited `job.cancelled`, actor `token`)"),
     ):
         paths[f"/v1/admin/jobs/{{jobID}}/{action}"] = {
             "post": {
                 "summary": summary,
                 "security": BEARER,
-                "parameters": [_id_parameter("jobID")],
+                "parameters": [_id_parameter("jobID"), {**REASON, "required": False}],
                 "responses": {
                     "200": _ok(_object({"job": JOB})),
                     "400": BAD_REQUEST,
@@ -353,6 +362,11 @@ def document():
             },
         },
     }
+    unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
+    for path, item in paths.items():
+        if path.startswith("/v1/panel/"):
+            for operation in item.values():
+                operation["responses"]["503"] = unavailable
     paths["/v1/openapi.json"] = {"get": {"summary": "This description", "responses": {"200": _ok({"type": "object"})}}}
     return {
         "openapi": "3.1.0",

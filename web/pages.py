@@ -1,11 +1,14 @@
 """Pages an operator uses in a browser (SPEC 4.4): server-rendered, no build step.
 
-/panel/login, and System → Jobs (with each operation's history and Retry /
-Cancel asking for a reason), Drift, Outbox and Queue. A page needs the same
-session and permission as the API behind it; without a session it sends the
-browser to the login page, without the permission it answers 403. Retry and
-Cancel call the panel API itself (`/v1/panel/system/jobs/{id}/retry|cancel`
-with `X-Operator-Reason`), so the rules, the 409 and the audit are the API's.
+/panel/login, and System → Operations (fulfillment operations, each with its
+history, and Retry / Cancel asking for a reason), Drift, Outbox and Queue
+(the job queue's rows: "jobs" means queue rows only; the panel API's path
+`/v1/panel/system/jobs` is SPEC 4.2's name for the operations). A page needs
+the same session and permission as the API behind it; without a session it
+sends the browser to the login page, without the permission it answers 403,
+and while the database is unreachable or not migrated 503. Retry and Cancel
+call the panel API itself (`/v1/panel/system/jobs/{id}/retry|cancel` with
+`X-Operator-Reason`), so the rules, the 409 and the audit are the API's.
 Nothing here shows a subscription link, a provider body, squad ids, the
 desired state or request/response summaries: templates escape everything,
 and drift values are reduced to what an operator compares.
@@ -39,6 +42,13 @@ CHART_MINUTES = 60
 CHART_WIDTH, CHART_HEIGHT = 720, 120
 DEAD_LETTER_ROWS = 50
 OUTBOX_ROWS = 500
+# What the login page says when a sign-in succeeded but the browser kept no cookie.
+COOKIE_DROPPED_SECURE = (
+    "Signed in, but this browser did not keep the session cookie. It is a Secure cookie, which browsers keep "
+    "only over https (or on localhost): open the panel over https, or, for development over plain HTTP, set "
+    "APP_COOKIE_SECURE=false for the web process."
+)
+COOKIE_DROPPED = "Signed in, but this browser did not keep the session cookie: allow cookies for this site."
 
 
 def render(name, **values):
@@ -54,7 +64,9 @@ def page(permission):
     def decorate(view):
         @wraps(view)
         def wrapper(*args, **kwargs):
+            operator = None
             try:
+                panel.require_database()
                 operator = operators.session_operator(bottle.request.get_cookie(panel.SESSION_COOKIE))
                 if operator is None:
                     return bottle.redirect("/panel/login", 303)
@@ -64,7 +76,8 @@ def page(permission):
                 return view(operator, *args, **kwargs)
             except Problem as error:
                 bottle.response.status = error.status
-                return render("denied", operator=None, permission=error.detail)
+                title = bottle.HTTP_CODES.get(error.status, "Error")
+                return render("problem", operator=operator, title=title, detail=error.detail)
             finally:
                 if not db.is_closed() and not db.in_transaction():
                     db.close()
@@ -141,21 +154,21 @@ def chart(per_minute, now):
     }
 
 
-def build():
+def build(secure_cookies=True):
     app = bottle.Bottle()
 
     @app.get("/panel")
     @app.get("/panel/")
     def home():
-        return bottle.redirect("/panel/system/jobs", 303)
+        return bottle.redirect("/panel/system/operations", 303)
 
     @app.get("/panel/login")
     def login():
-        return render("login")
+        return render("login", cookie_dropped=json.dumps(COOKIE_DROPPED_SECURE if secure_cookies else COOKIE_DROPPED))
 
-    @app.get("/panel/system/jobs")
+    @app.get("/panel/system/operations")
     @page(operators.SYSTEM_READ)
-    def jobs_page(operator):
+    def operations_page(operator):
         query = bottle.request.query
         status = query.get("status") or panel.DEFAULT_STATUS
         status = status if status in OPERATION_STATUSES else panel.DEFAULT_STATUS
@@ -166,7 +179,7 @@ def build():
             status, operation, entitlement_id, query.get("cursor"), panel.DEFAULT_PAGE
         )
         return render(
-            "jobs",
+            "operations",
             operator=operator,
             rows=rows,
             next_cursor=next_cursor,
@@ -178,7 +191,7 @@ def build():
             can_write=operators.SYSTEM_WRITE in operator.permission_set,
         )
 
-    @app.get("/panel/system/jobs/<operation_id>")
+    @app.get("/panel/system/operations/<operation_id>")
     @page(operators.SYSTEM_READ)
     def history_page(operator, operation_id):
         op = (

@@ -31,7 +31,16 @@ from models.fulfillment import OPERATION_STATUSES, OPERATIONS, FulfillmentHistor
 from ops import maintenance, operators
 from web import problems
 from web.admin import maintenance_json
-from web.answers import answered, id_param, iso, json_answer, json_body, limit_param
+from web.answers import (
+    answered,
+    client_address,
+    id_param,
+    iso,
+    json_answer,
+    json_body,
+    limit_param,
+    require_schema,
+)
 from web.problems import Problem
 
 SESSION_COOKIE = "omniflow_session"
@@ -102,6 +111,11 @@ def _reason():
     return reason[:REASON_MAX]
 
 
+def require_database():
+    """503 database_unavailable, like the admin API's 503, when the database is unreachable or not migrated."""
+    require_schema(problems.DATABASE_UNAVAILABLE, "the database")
+
+
 def signed_in(permission=None):
     """The route needs a live session, and `permission` when given (403 otherwise)."""
 
@@ -109,6 +123,7 @@ def signed_in(permission=None):
         @wraps(route)
         def wrapper(*args, **kwargs):
             def run():
+                require_database()
                 operator = operators.session_operator(bottle.request.get_cookie(SESSION_COOKIE))
                 if operator is None:
                     raise Problem(401, problems.UNAUTHORIZED, "sign in first (the session is missing or expired)")
@@ -130,16 +145,19 @@ def build(secure_cookies=True):
     @app.post("/v1/panel/session")
     def sign_in():
         def run():
+            require_database()
             body = json_body()
             username, password = body.get("username"), body.get("password")
             if not isinstance(username, str) or not isinstance(password, str) or not username or not password:
                 raise Problem(400, problems.INVALID_BODY, "username and password are required strings")
             try:
-                operator = operators.authenticate(username[:200], password[:1024])
+                operator = operators.authenticate(username[:200], password[:1024], client_address())
             except operators.TooManyAttempts:
                 bottle.response.set_header("Retry-After", str(int(operators.FAILURE_WINDOW.total_seconds())))
                 raise Problem(
-                    429, problems.TOO_MANY_ATTEMPTS, "too many failed sign-ins for this username; try again later"
+                    429,
+                    problems.TOO_MANY_ATTEMPTS,
+                    "too many failed sign-ins for this username from this address; try again later",
                 ) from None
             if operator is None:
                 raise Problem(401, problems.INVALID_CREDENTIALS, "unknown username or wrong password")
@@ -160,8 +178,11 @@ def build(secure_cookies=True):
     @app.delete("/v1/panel/session")
     def sign_out():
         def run():
+            require_database()
             operators.close_session(bottle.request.get_cookie(SESSION_COOKIE))
-            bottle.response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+            bottle.response.delete_cookie(
+                SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure_cookies
+            )
             bottle.response.status = 204
             bottle.response.set_header(problems.REQUEST_ID_HEADER, problems.request_id())
             return ""

@@ -3,8 +3,8 @@
 Map of the package (read in this order):
   states.py      job states, the state bits behind uniqueness, operator-rule errors
   kinds.py       queues and their concurrency, job kind declarations, backoff
-  sql_postgres.py / sql_sqlite.py   the hot-path SQL, one module per dialect
-  dialect.py     picks the SQL module for the bound database
+  sql.py         the hot-path SQL, written once; the two dialects' differences in small
+                 classes at its end, and `for_database` picks one for the bound database
   client.py      insert (transactional, unique), retry, cancel, listings
   storage.py     the Huey storage over the same tables (Huey's own contract)
   notifier.py    wake-ups: LISTEN/NOTIFY on PostgreSQL, in-process events

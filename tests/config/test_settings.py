@@ -27,6 +27,16 @@ def test_defaults_are_the_spec_defaults_and_sqlite_in_development():
     ) == (1, 7, 30, 90, 24, 30, 25)
 
 
+def test_session_cookies_are_secure_and_no_proxy_is_trusted_unless_configured():
+    settings = load_settings({})
+    assert settings.cookie_secure is True and settings.trusted_proxy == ""
+    configured = load_settings(
+        {"APP_COOKIE_SECURE": "False", "APP_TRUSTED_PROXY": "10.0.0.2", "APP_TRUSTED_PROXY_COUNT": "2"}
+    )
+    assert (configured.cookie_secure, configured.trusted_proxy) == (False, "10.0.0.2")
+    assert configured.trusted_proxy_count == 2
+
+
 def test_postgres_url_is_accepted_in_both_spellings():
     for url in ("postgres://u:p@db:5432/omniflow", "postgresql://u:p@db:5432/omniflow"):
         target = load_settings({"DATABASE_URL": url}).database
@@ -45,6 +55,9 @@ def test_postgres_url_is_accepted_in_both_spellings():
         ("DATABASE_URL", "postgresql://localhost"),
         ("APP_REMNAWAVE_URL", "ftp://panel"),
         ("LOG_LEVEL", "LOUD"),
+        ("APP_COOKIE_SECURE", "maybe"),
+        ("APP_TRUSTED_PROXY", "proxy.internal"),
+        ("APP_TRUSTED_PROXY_COUNT", "0"),
     ],
 )
 def test_bad_value_names_the_variable(variable, value):

@@ -1,23 +1,31 @@
 """The web app served by waitress on 127.0.0.1, as in production."""
 
 import threading
+from contextlib import contextmanager
 
 import pytest
 import waitress
 
 from config.settings import load_settings
-from web.app import create_app
+from web.app import create_app, server_options
 
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"
 
 
-@pytest.fixture
-def web(database):
-    settings = load_settings({"APP_OPERATOR_TOKEN": OPERATOR_TOKEN})
+@contextmanager
+def serving(environ=None, threads=4):
+    """The app for these settings (the operator token unless told otherwise) on a free
+    port; yields its base URL."""
+    settings = load_settings({"APP_OPERATOR_TOKEN": OPERATOR_TOKEN, **(environ or {})})
     # A short select timeout lets the serving loop notice the closed socket at
     # teardown at once instead of after waitress's default second.
     server = waitress.create_server(
-        create_app(settings), host="127.0.0.1", port=0, threads=4, asyncore_loop_timeout=0.05
+        create_app(settings),
+        host="127.0.0.1",
+        port=0,
+        threads=threads,
+        asyncore_loop_timeout=0.05,
+        **server_options(settings),
     )
 
     def run():
@@ -28,6 +36,14 @@ def web(database):
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.effective_port}"
-    server.close()
-    thread.join(5)
+    try:
+        yield f"http://127.0.0.1:{server.effective_port}"
+    finally:
+        server.close()
+        thread.join(5)
+
+
+@pytest.fixture
+def web(database):
+    with serving() as base:
+        yield base

@@ -9,7 +9,7 @@ import requests
 from jobs import insert
 from models.base import utcnow
 from models.jobs import Job
-from models.ops import OutboxEvent
+from models.ops import AuditEvent, OutboxEvent
 from tests.web.conftest import OPERATOR_TOKEN
 
 AUTH = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
@@ -66,6 +66,17 @@ def test_admin_routes_refuse_a_missing_or_wrong_token(web, headers, method, path
     response = requests.request(method, web + path, headers=headers, timeout=10)
     assert_problem(response, 401, "unauthorized")
     assert Job.get_by_id(job_id).state == "discarded"
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR", "Bearer  "])
+def test_the_bearer_scheme_is_case_insensitive(web, scheme):
+    for path in ("/v1/admin/jobs", "/metrics"):
+        assert get(web, path, headers={"Authorization": f"{scheme} {OPERATOR_TOKEN}"}).status_code == 200
+
+
+@pytest.mark.parametrize("header", [f"Basic {OPERATOR_TOKEN}", f"Bearer{OPERATOR_TOKEN}", OPERATOR_TOKEN, "bearer "])
+def test_another_scheme_or_no_scheme_is_refused(web, header):
+    assert_problem(get(web, "/v1/admin/jobs", headers={"Authorization": header}), 401, "unauthorized")
 
 
 def test_default_listing_is_the_dead_letter_view_with_summarised_args_and_redacted_errors(web):
@@ -145,6 +156,25 @@ def test_retry_and_cancel_follow_the_state_rules(web):
     assert cancelled.status_code == 200 and cancelled.json()["job"]["state"] == "cancelled"
     assert_problem(post(web, f"/v1/admin/jobs/{running}/cancel"), 422, "job_mutation_rejected")
     assert Job.get_by_id(running).state == "cancelled"
+
+
+def audit_trail():
+    events = AuditEvent.select().order_by(AuditEvent.id)
+    return [(a.action, a.actor, a.reason, a.subject_type, a.subject_id) for a in events]
+
+
+def test_retry_and_cancel_are_audited_with_the_token_as_actor_and_a_refusal_writes_none(web):
+    dead, running = in_state("discarded"), in_state("running")
+    why = {**AUTH, "X-Operator-Reason": "panel is back"}
+    assert post(web, f"/v1/admin/jobs/{dead}/retry", why).status_code == 200
+    assert post(web, f"/v1/admin/jobs/{running}/cancel").status_code == 200
+    assert audit_trail() == [
+        ("job.retried", "token", "panel is back", "job", str(dead)),
+        ("job.cancelled", "token", None, "job", str(running)),
+    ]
+    assert_problem(post(web, f"/v1/admin/jobs/{running}/cancel", why), 422, "job_mutation_rejected")
+    assert_problem(post(web, "/v1/admin/jobs/999999/retry", why), 404, "job_not_found")
+    assert len(audit_trail()) == 2
 
 
 @pytest.mark.parametrize(

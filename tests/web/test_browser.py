@@ -1,5 +1,5 @@
 """SPEC 4.4 in a real browser: headless Chromium (Debian's, driven by Playwright)
-signs in, opens System → Jobs, retries a failed operation with a reason and
+signs in, opens System → Operations, retries a failed operation with a reason and
 sees it move to pending. A screenshot goes to tests/artifacts/."""
 
 import shutil
@@ -15,6 +15,11 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
 
 
+# Another machine on the LAN reaches the server by a name, over plain HTTP: a page the
+# browser does not count as secure, unlike 127.0.0.1 or localhost.
+LAN_HOST = "omniflow.test"
+
+
 @pytest.fixture
 def browser():
     from playwright.sync_api import sync_playwright
@@ -23,21 +28,36 @@ def browser():
         pytest.fail("Chromium is missing: scripts/test.sh installs Debian's chromium package")
     with sync_playwright() as playwright:
         # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", f"--host-resolver-rules=MAP {LAN_HOST} 127.0.0.1"],
+        )
         yield launched
         launched.close()
+
+
+def sign_in(page, base):
+    page.goto(base + "/panel/login")
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", api.PASSWORD)
+    page.click("button[type=submit]")
+
+
+def from_the_lan(base):
+    return base.replace("127.0.0.1", LAN_HOST)
 
 
 def test_an_operator_signs_in_and_retries_a_failed_operation_with_a_reason(web, browser):
     api.operator("alice", ["system.read", "system.write"])
     failed = api.operation_in("failed")
     page = browser.new_page()
-    page.goto(web + "/panel/system/jobs")
+    page.goto(web + "/panel/system/operations")
     page.wait_for_url("**/panel/login")  # no session yet
     page.fill("input[name=username]", "alice")
     page.fill("input[name=password]", api.PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url("**/panel/system/jobs")
+    page.wait_for_url("**/panel/system/operations")
     row = page.locator(f'tr[data-operation="{failed}"]')
     assert row.locator("td.status-failed").inner_text() == "failed"
 
@@ -51,7 +71,7 @@ def test_an_operator_signs_in_and_retries_a_failed_operation_with_a_reason(web, 
     moved = page.locator(f'tr[data-operation="{failed}"]')
     assert moved.locator("td.status-pending").inner_text() == "pending"
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "jobs-after-retry.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "operations-after-retry.png"), full_page=True)
 
     assert FulfillmentOperation.get_by_id(failed).status == "pending"
     audit = AuditEvent.get(AuditEvent.action == "panel.fulfillment.retried")
@@ -67,7 +87,7 @@ def test_an_operator_turns_maintenance_on_from_the_queue_page(web, browser):
     page.fill("input[name=username]", "alice")
     page.fill("input[name=password]", api.PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url("**/panel/system/jobs")
+    page.wait_for_url("**/panel/system/operations")
     page.click("nav >> text=Queue")
     page.wait_for_url("**/panel/system/queue")
     box = page.locator("#maintenance")
@@ -76,3 +96,25 @@ def test_an_operator_turns_maintenance_on_from_the_queue_page(web, browser):
         box.locator("button", has_text="Turn on").click()
     assert "Maintenance mode is on" in page.locator("#maintenance").inner_text()
     assert maintenance.is_active()
+
+
+def test_over_plain_http_from_another_machine_a_dropped_secure_cookie_is_explained_on_the_login_page(web, browser):
+    api.operator("alice", ["system.read"])
+    page = browser.new_page()
+    sign_in(page, from_the_lan(web))
+    notice = page.locator("#login-error")
+    notice.wait_for(state="visible")
+    assert "did not keep the session cookie" in notice.inner_text()
+    assert "APP_COOKIE_SECURE=false" in notice.inner_text()
+    assert page.url.endswith("/panel/login")
+
+
+def test_with_app_cookie_secure_false_sign_in_works_over_plain_http_from_another_machine(database, browser):
+    from tests.web.conftest import serving
+
+    api.operator("alice", ["system.read"])
+    with serving({"APP_COOKIE_SECURE": "false"}) as base:
+        page = browser.new_page()
+        sign_in(page, from_the_lan(base))
+        page.wait_for_url("**/panel/system/operations")
+        assert page.locator("nav").is_visible()

@@ -2,6 +2,8 @@
 them that must not be shown (rendered by the real server, read as HTML)."""
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 import requests
@@ -13,7 +15,9 @@ from models.jobs import Job
 from ops.records import emit_event
 from tests.web import test_panel_api as api
 
-PAGES = ["/panel/system/jobs", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue"]
+ROOT = Path(__file__).resolve().parents[2]
+NAVIGATION = ["Operations", "Drift", "Outbox", "Queue"]
+PAGES = ["/panel/system/operations", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue"]
 
 
 def page(web, path, headers=None, **params):
@@ -21,11 +25,22 @@ def page(web, path, headers=None, **params):
 
 
 def test_without_a_session_every_page_sends_the_browser_to_the_login_page(web):
-    for path in PAGES + ["/panel/system/jobs/1"]:
+    for path in PAGES + ["/panel/system/operations/1"]:
         answer = page(web, path)
         assert answer.status_code == 303 and answer.headers["Location"].endswith("/panel/login")
     login = page(web, "/panel/login")
     assert login.status_code == 200 and 'id="login"' in login.text
+
+
+def test_the_navigation_is_system_with_operations_drift_outbox_and_queue_as_the_readme_names_them(web):
+    headers = api.session_of(web)
+    for path, title in zip(PAGES, NAVIGATION):
+        text = page(web, path, headers).text
+        nav = text[text.index("<nav") : text.index("</nav>")]
+        assert ">System<" in nav and re.findall(r">([^<>]+)</a>", nav) == NAVIGATION
+        assert f"<title>{title} · Omniflow</title>" in text
+    named = re.findall(r"System → \**(\w+)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert named and set(named) <= set(NAVIGATION)
 
 
 @pytest.mark.parametrize("permissions", [[], ["system.write"], ["subscriptions.read", "subscriptions.write"]])
@@ -36,17 +51,17 @@ def test_without_system_read_every_page_is_403(web, permissions):
         assert answer.status_code == 403 and "system.read" in answer.text
 
 
-def test_jobs_page_lists_failed_operations_with_retry_and_cancel_for_writers_only(web):
+def test_operations_page_lists_failed_operations_with_retry_and_cancel_for_writers_only(web):
     failed = api.operation_in("failed")
     api.operation_in("succeeded")
     writer = api.session_of(web, "writer", ["system.read", "system.write"])
-    text = page(web, "/panel/system/jobs", writer).text
+    text = page(web, "/panel/system/operations", writer).text
     assert f'data-operation="{failed}"' in text and "remnawave_unavailable" in text
     assert f"/v1/panel/system/jobs/{failed}/retry" in text and f"/v1/panel/system/jobs/{failed}/cancel" in text
     reader = api.session_of(web, "reader", ["system.read"])
-    text = page(web, "/panel/system/jobs", reader).text
+    text = page(web, "/panel/system/operations", reader).text
     assert f'data-operation="{failed}"' in text and "/retry" not in text
-    assert page(web, "/panel/system/jobs", reader, status="succeeded").text.count("data-operation=") == 1
+    assert page(web, "/panel/system/operations", reader, status="succeeded").text.count("data-operation=") == 1
 
 
 def test_history_page_shows_every_attempt(web):
@@ -55,7 +70,7 @@ def test_history_page_shows_every_attempt(web):
         FulfillmentHistory.create(
             operation=op_id, attempt=attempt, status="retrying", error_code="remnawave_unavailable", correlation_id="c"
         )
-    text = page(web, f"/panel/system/jobs/{op_id}", api.session_of(web)).text
+    text = page(web, f"/panel/system/operations/{op_id}", api.session_of(web)).text
     assert text.count("<tr><td>") == 2 and "remnawave_unavailable" in text
 
 
@@ -104,7 +119,7 @@ def test_no_page_shows_a_subscription_link_squad_ids_a_token_or_a_summary(web):
         ),
     ).where(Job.id == job_id).execute()
     headers = api.session_of(web)
-    answers = [page(web, path, headers) for path in PAGES + [f"/panel/system/jobs/{op_id}", "/panel/login"]]
+    answers = [page(web, path, headers) for path in PAGES + [f"/panel/system/operations/{op_id}", "/panel/login"]]
     assert "1 squads" in answers[1].text
     for answer in answers:
         assert answer.status_code == 200

@@ -104,11 +104,48 @@ def test_sign_in_sets_an_httponly_strict_secure_session_cookie_and_sign_out_ends
     assert_problem(get(web, "/v1/panel/session", headers), 401, "unauthorized")
 
 
+def test_with_app_cookie_secure_false_the_session_cookie_is_not_secure_and_otherwise_the_same(database):
+    from tests.web.conftest import serving
+
+    operator(permissions=["system.read"])
+    with serving({"APP_COOKIE_SECURE": "false"}) as base:
+        cookie = sign_in(base).headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie.replace("strict", "Strict")
+    assert "secure" not in cookie.lower()
+
+
 def test_a_wrong_password_and_an_unknown_name_get_the_same_401(web):
     operator()
     assert_problem(sign_in(web, password="wrong password!"), 401, "invalid_credentials")
     assert_problem(sign_in(web, name="mallory"), 401, "invalid_credentials")
     assert OperatorSession.select().count() == 0
+
+
+def test_on_an_unmigrated_database_sign_in_the_panel_routes_and_pages_answer_503(backend, tmp_path):
+    from tests.support import backends
+    from tests.web.conftest import serving
+    from tests.web.test_openapi import check
+
+    url = f"sqlite:///{tmp_path / 'empty.sqlite3'}" if backend == "sqlite" else backends.create_pg_database()
+    database = backends.bind(url)  # never migrated
+    try:
+        with serving() as base:
+            answer = requests.post(base + "/v1/panel/session", json={"username": "a", "password": "b"}, timeout=10)
+            assert_problem(answer, 503, "database_unavailable")
+            check(answer, "/v1/panel/session", "post")  # as described
+            assert "not migrated" in answer.json()["detail"]
+            for method, path in (("GET", "/v1/panel/session"), ("DELETE", "/v1/panel/session")) + tuple(
+                (method, template.format(op=1, customer="c", subscription="s")) for method, template, _ in ROUTES
+            ):
+                answer = requests.request(method, base + path, headers=REASON, timeout=10)
+                assert_problem(answer, 503, "database_unavailable")
+            page = requests.get(base + "/panel/system/queue", allow_redirects=False, timeout=10)
+            assert page.status_code == 503 and "not migrated" in page.text
+    finally:
+        database.close()
+        if backend == "postgres":
+            database.close_all()
+            backends.drop_pg_database(url)
 
 
 @pytest.mark.parametrize("body", [None, "[]", '{"username": "alice"}', '{"username": 1, "password": "x"}', "{bad"])
@@ -129,7 +166,7 @@ def test_a_disabled_operator_loses_its_sessions(web):
     assert_problem(get(web, "/v1/panel/system/jobs", headers), 401, "unauthorized")
 
 
-def test_five_wrong_passwords_throttle_the_name_known_or_not(web):
+def test_five_wrong_passwords_from_one_address_throttle_the_name_there_known_or_not(web):
     operator()
     for name in ("alice", "mallory"):
         for _ in range(operators.MAX_FAILURES):
@@ -140,17 +177,80 @@ def test_five_wrong_passwords_throttle_the_name_known_or_not(web):
     assert OperatorSession.select().count() == 0
 
 
+HOME, ELSEWHERE = "198.51.100.4", "203.0.113.9"
+
+
 def test_a_success_clears_the_failures_and_the_window_ends_the_throttle(database):
     operator()
     for _ in range(operators.MAX_FAILURES - 1):
-        assert operators.authenticate("alice", "wrong password!") is None
-    assert operators.authenticate("alice", PASSWORD) is not None
+        assert operators.authenticate("alice", "wrong password!", HOME) is None
+    assert operators.authenticate("alice", PASSWORD, HOME) is not None
     for _ in range(operators.MAX_FAILURES):
-        assert operators.authenticate("alice", "wrong password!") is None
+        assert operators.authenticate("alice", "wrong password!", HOME) is None
     with pytest.raises(operators.TooManyAttempts):
-        operators.authenticate("alice", PASSWORD)
+        operators.authenticate("alice", PASSWORD, HOME)
     later = utcnow() + operators.FAILURE_WINDOW + datetime.timedelta(seconds=1)
-    assert operators.authenticate("alice", PASSWORD, now=later) is not None
+    assert operators.authenticate("alice", PASSWORD, HOME, now=later) is not None
+
+
+def test_failures_elsewhere_never_lock_the_operator_out_and_a_success_does_not_reset_them(database):
+    operator()
+    for _ in range(operators.MAX_FAILURES):
+        assert operators.authenticate("alice", "wrong password!", ELSEWHERE) is None
+    with pytest.raises(operators.TooManyAttempts):
+        operators.authenticate("alice", PASSWORD, ELSEWHERE)
+    assert operators.authenticate("alice", PASSWORD, HOME) is not None  # the operator, from home
+    with pytest.raises(operators.TooManyAttempts):
+        operators.authenticate("alice", PASSWORD, ELSEWHERE)  # the count elsewhere stands
+
+
+def test_an_ipv6_client_is_counted_by_its_64_network(database):
+    operator()
+    for host in range(operators.MAX_FAILURES):
+        assert operators.authenticate("alice", "wrong password!", f"2001:db8:1:2::{host + 1}") is None
+    with pytest.raises(operators.TooManyAttempts):
+        operators.authenticate("alice", PASSWORD, "2001:db8:1:2:ffff::1")  # same /64, fresh address
+    assert operators.authenticate("alice", PASSWORD, "2001:db8:1:3::1") is not None
+    assert operators.throttle_address("::ffff:192.0.2.7") == "192.0.2.7"
+
+
+def test_behind_the_trusted_proxy_five_failures_lock_that_client_address_and_no_other(database):
+    from tests.web.conftest import serving
+
+    operator()
+    with serving({"APP_TRUSTED_PROXY": "127.0.0.1"}) as base:
+
+        def from_address(address, password):
+            return requests.post(
+                base + "/v1/panel/session",
+                json={"username": "alice", "password": password},
+                headers={"X-Forwarded-For": address},
+                timeout=10,
+            )
+
+        for _ in range(operators.MAX_FAILURES):
+            assert_problem(from_address(ELSEWHERE, "wrong password!"), 401, "invalid_credentials")
+        assert_problem(from_address(ELSEWHERE, PASSWORD), 429, "too_many_attempts")
+        assert from_address(HOME, PASSWORD).status_code == 200
+
+
+def test_x_forwarded_for_is_ignored_unless_a_trusted_proxy_is_configured(web):
+    operator()
+    for n in range(operators.MAX_FAILURES):
+        answer = requests.post(
+            web + "/v1/panel/session",
+            json={"username": "alice", "password": "wrong password!"},
+            headers={"X-Forwarded-For": f"192.0.2.{n + 1}"},  # a client naming a new address each time
+            timeout=10,
+        )
+        assert_problem(answer, 401, "invalid_credentials")
+    answer = requests.post(
+        web + "/v1/panel/session",
+        json={"username": "alice", "password": PASSWORD},
+        headers={"X-Forwarded-For": HOME},
+        timeout=10,
+    )
+    assert_problem(answer, 429, "too_many_attempts")
 
 
 def test_passwords_are_stored_as_slow_salted_hashes(database):
@@ -158,8 +258,8 @@ def test_passwords_are_stored_as_slow_salted_hashes(database):
     assert PASSWORD not in first.password_hash
     assert first.password_hash.startswith("scrypt$16384$8$1$")
     assert first.password_hash != second.password_hash  # salted
-    assert operators.authenticate("one", PASSWORD).id == first.id
-    assert operators.authenticate("one", PASSWORD + "x") is None
+    assert operators.authenticate("one", PASSWORD, HOME).id == first.id
+    assert operators.authenticate("one", PASSWORD + "x", HOME) is None
 
 
 def test_the_cli_creates_the_first_operator(database, monkeypatch, capsys):
@@ -169,7 +269,7 @@ def test_the_cli_creates_the_first_operator(database, monkeypatch, capsys):
     monkeypatch.setattr(omniflow, "bootstrap", lambda *a, **k: None)
     omniflow.main(["operators", "create", "root", "--permissions", "system.read,system.write"])
     assert "operator root created with system.read, system.write" in capsys.readouterr().out
-    assert operators.authenticate("root", PASSWORD).permission_set == {"system.read", "system.write"}
+    assert operators.authenticate("root", PASSWORD, HOME).permission_set == {"system.read", "system.write"}
     with pytest.raises(SystemExit):
         omniflow.main(["operators", "create", "root2", "--permissions", "everything"])
 

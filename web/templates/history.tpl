@@ -1,4 +1,4 @@
-% rebase("layout", title="Operation " + str(op.id), operator=operator, here="/panel/system/jobs")
+% rebase("layout", title="Operation " + str(op.id), operator=operator, here="/panel/system/operations")
 <h1>Operation {{op.id}} <span class="muted">· {{op.operation}} · <span class="status-{{op.status}}">{{op.status}}</span></span></h1>
 <p class="muted">entitlement {{op.entitlement_id}} · idempotency key <span class="code">{{op.idempotency_key}}</span> · correlation <span class="code">{{op.correlation_id}}</span></p>
 <table id="history">
@@ -7,4 +7,4 @@
   <tr><td>{{row.attempt}}</td><td class="status-{{row.status}}">{{row.status}}</td><td class="code">{{row.error_code or ''}}</td><td class="code muted">{{row.correlation_id}}</td><td class="muted">{{iso(row.created_at)}}</td></tr>
   % end
 </table>
-<p><a href="/panel/system/jobs">← all operations</a></p>
+<p><a href="/panel/system/operations">← all operations</a></p>

@@ -12,6 +12,7 @@
   header strong { font-size: 15px; }
   nav a { margin-right: 16px; color: var(--muted); text-decoration: none; }
   nav a.here { color: var(--ink); font-weight: 600; }
+  nav .section { margin-right: 16px; color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .03em; }
   header .who { margin-left: auto; color: var(--muted); }
   main { padding: 20px 24px; max-width: 1200px; }
   h1 { font-size: 20px; margin: 0 0 12px; }
@@ -36,8 +37,9 @@
 % if defined('operator') and operator:
 <header>
   <strong>Omniflow</strong>
-  <nav>
-    % for href, label in (("/panel/system/jobs", "Jobs"), ("/panel/system/drift", "Drift"), ("/panel/system/outbox", "Outbox"), ("/panel/system/queue", "Queue")):
+  <nav aria-label="System">
+    <span class="section">System</span>
+    % for href, label in (("/panel/system/operations", "Operations"), ("/panel/system/drift", "Drift"), ("/panel/system/outbox", "Outbox"), ("/panel/system/queue", "Queue")):
     <a href="{{href}}" class="{{'here' if here == href else ''}}">{{label}}</a>
     % end
   </nav>

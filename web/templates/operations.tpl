@@ -1,4 +1,4 @@
-% rebase("layout", title="Jobs", operator=operator, here="/panel/system/jobs")
+% rebase("layout", title="Operations", operator=operator, here="/panel/system/operations")
 <h1>Fulfillment operations</h1>
 <form class="filters" method="get">
   <label>Status
@@ -26,7 +26,7 @@
   <tr><th>id</th><th>created</th><th>operation</th><th>entitlement</th><th>status</th><th>attempts</th><th>error</th><th>correlation</th><th></th></tr>
   % for op in rows:
   <tr data-operation="{{op.id}}">
-    <td><a href="/panel/system/jobs/{{op.id}}">{{op.id}}</a></td>
+    <td><a href="/panel/system/operations/{{op.id}}">{{op.id}}</a></td>
     <td class="muted">{{iso(op.created_at)}}</td>
     <td>{{op.operation}}</td>
     <td>{{op.entitlement_id}}</td>

@@ -1,0 +1,3 @@
+% rebase("layout", title=title, operator=operator, here="")
+<h1>{{title}}</h1>
+<p>{{detail}}</p>
