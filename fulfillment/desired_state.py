@@ -117,6 +117,12 @@ class DesiredState:
         """What the panel is sent: 0 means unlimited there."""
         return self.traffic_allowance_bytes or 0
 
+    @property
+    def hwid_device_limit(self):
+        """What the panel is sent and must hold: 0 means no limit there; null would
+        mean its HWID_FALLBACK_DEVICE_LIMIT (SPEC 2.5)."""
+        return self.device_limit or 0
+
     def request_summary(self, grace_period_hours):
         """What a history row may keep of a request: never squad ids or links."""
         return {

@@ -415,7 +415,7 @@ def _push(client, remote, claim):
         # entitlement keeps the expiry the panel already has.
         expire_at if expire_at > datetime.datetime.now(datetime.timezone.utc) else None,
         desired.traffic_limit_bytes,
-        desired.device_limit,
+        desired.hwid_device_limit,
         list(desired.squad_ids),
     )
 
@@ -430,7 +430,7 @@ def _create(client, claim):
             username,
             _aware(desired.remote_expire_at(claim.grace_period_hours)),
             desired.traffic_limit_bytes,
-            desired.device_limit,
+            desired.hwid_device_limit,
             list(desired.squad_ids),
         )
     except RemnawaveError as error:
@@ -485,7 +485,8 @@ def _reconcile(client, claim, remote):
 
 
 def compare(claim, remote):
-    """Mismatches between desired and observed; null limits mean unlimited, squad order is ignored."""
+    """Mismatches between desired and observed; a desired null limit is unlimited, which
+    only the panel's 0 matches (SPEC 2.5); squad order is ignored."""
     desired = claim.desired
     expected_expiry = _aware(desired.remote_expire_at(claim.grace_period_hours))
     observed_expiry = remote.expire_at.astimezone(datetime.timezone.utc)
@@ -494,8 +495,9 @@ def compare(claim, remote):
         drifts.append(("expiry", _iso(expected_expiry), _iso(observed_expiry), True))
     if desired.traffic_limit_bytes != (remote.traffic_limit_bytes or 0):
         drifts.append(("traffic", desired.traffic_allowance_bytes, remote.traffic_limit_bytes, True))
-    if desired.device_limit != remote.hwid_device_limit:
-        drifts.append(("device_limit", desired.device_limit, remote.hwid_device_limit, True))
+    if desired.hwid_device_limit != remote.hwid_device_limit:
+        # The panel's values: its null (the fallback limit) is not its 0 (no limit).
+        drifts.append(("device_limit", desired.hwid_device_limit, remote.hwid_device_limit, True))
     if set(desired.squad_ids) != set(remote.squad_uuids):
         drifts.append(("squads", sorted(desired.squad_ids), sorted(remote.squad_uuids), True))
     if (remote.status == "DISABLED") != claim.paused:

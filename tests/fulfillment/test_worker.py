@@ -128,21 +128,44 @@ def test_slot_one_adopts_the_legacy_user_and_slot_two_never_does(panel):
 # -- explicit limits (SPEC 2.5) -----------------------------------------------------------
 
 
-def test_unlimited_plan_is_pushed_as_unlimited_on_create_and_on_every_update(panel):
+def test_unlimited_plan_is_pushed_as_zero_for_both_limits_on_create_and_on_every_update(panel):
     customer = commerce.customer()
     first = settle(commerce.limited_plan(), customer)
     run_operation(first.operation_id)
     username = subscription_of(first).remote_username
     assert panel.user(username)["hwidDeviceLimit"] == 3
-    # Moving to an unlimited plan must clear the old limits: explicit 0 and null.
+    # Moving to an unlimited plan must clear the old limits: 0 for both
+    # (a null device limit would be the panel's fallback limit).
     upgrade = settle(commerce.unlimited_plan(), customer, "upgrade", subscription_of(first))
     run_operation(upgrade.operation_id)
     user = panel.user(username)
-    assert user["trafficLimitBytes"] == 0 and user["hwidDeviceLimit"] is None
+    assert user["trafficLimitBytes"] == 0 and user["hwidDeviceLimit"] == 0
+    assert panel.effective_device_limit(username) is None
     fresh = settle(commerce.unlimited_plan(code="unlimited-2"))
     run_operation(fresh.operation_id)
-    new_user = panel.user(subscription_of(fresh).remote_username)
-    assert new_user["trafficLimitBytes"] == 0 and new_user["hwidDeviceLimit"] is None
+    new_username = subscription_of(fresh).remote_username
+    new_user = panel.user(new_username)
+    assert new_user["trafficLimitBytes"] == 0 and new_user["hwidDeviceLimit"] == 0
+    assert panel.effective_device_limit(new_username) is None
+
+
+def test_reconcile_moves_a_null_device_limit_of_an_unlimited_plan_to_zero(panel):
+    settlement = settle(commerce.unlimited_plan())
+    run_operation(settlement.operation_id)
+    entitlement = Entitlement.get_by_id(settlement.entitlement_id)
+    username = entitlement.subscription.remote_username
+    panel.edit_user(username, hwidDeviceLimit=None)  # as an unlimited create of the old code left it
+    assert panel.effective_device_limit(username) == panel.fallback_device_limit
+    reconcile = enqueue(entitlement, "reconcile", DesiredState.from_entitlement(entitlement), "reconcile:t:0")
+    run_operation(reconcile.id)
+    assert panel.user(username)["hwidDeviceLimit"] == 0
+    assert panel.effective_device_limit(username) is None
+    drift = EntitlementDrift.get(EntitlementDrift.kind == "device_limit")
+    assert (json.loads(drift.expected), json.loads(drift.observed), drift.status) == (
+        {"value": 0},
+        {"value": None},
+        "resolved",
+    )
 
 
 # -- resetTraffic and re-enable (SPEC 2.6) ---------------------------------------------------
@@ -513,7 +536,7 @@ def test_each_operator_operation_is_applied_through_the_pipeline(panel, operatio
         "enable": lambda u: u["status"] == "ACTIVE",
         "disable": lambda u: u["status"] == "DISABLED",
         "reset_traffic": lambda u: u["userTraffic"]["usedTrafficBytes"] == 0,
-        "set_limits": lambda u: u["hwidDeviceLimit"] is None and u["trafficLimitBytes"] == 0,
+        "set_limits": lambda u: u["hwidDeviceLimit"] == 0 and u["trafficLimitBytes"] == 0,
         "set_squads": lambda u: [s["uuid"] for s in u["activeInternalSquads"]] == [commerce.SQUAD_B],
         "extend": lambda u: u["expireAt"].startswith(
             (kwargs.get("ends_at", utcnow()) + datetime.timedelta(hours=24)).isoformat(timespec="seconds")
