@@ -290,6 +290,30 @@ def test_a_resume_changes_nothing_until_its_enable_is_applied_and_a_cancelled_on
     assert panel.user(subscription.remote_username)["status"] == "DISABLED"
 
 
+def test_a_renewal_of_a_paused_subscription_stays_paused_until_a_resume_gives_the_time_back(provisioned, panel):
+    subscription = subscription_of(provisioned)
+    username = subscription.remote_username
+    run_operation(changes.pause(subscription.customer_id, subscription.id, "p1", "ops", "travel").id)
+    first = Entitlement.get_by_id(provisioned.entitlement_id)
+    paused_at = first.paused_at - datetime.timedelta(days=3)
+    Entitlement.update(paused_at=paused_at).where(Entitlement.id == first.id).execute()
+
+    renewal = settle_order(commerce.order(subscription.customer, first.plan, "renewal", subscription).id, "wallet")
+    run_operation(renewal.operation_id)
+    renewed = Entitlement.get_by_id(renewal.entitlement_id)
+    assert (renewed.status, renewed.paused_at) == ("paused", paused_at)
+    assert renewed.starts_at == first.ends_at  # the paused period's end stood still
+    assert Entitlement.get_by_id(first.id).status == "superseded"
+    assert panel.user(username)["status"] == "DISABLED"
+
+    run_operation(changes.resume(subscription.customer_id, subscription.id, "r1", "ops", "back").id)
+    resumed = Entitlement.get_by_id(renewal.entitlement_id)
+    gained = resumed.ends_at - renewed.ends_at
+    assert datetime.timedelta(days=3) <= gained <= datetime.timedelta(days=3, seconds=5)
+    assert (resumed.status, resumed.paused_at) == ("active", None)
+    assert panel.user(username)["status"] == "ACTIVE"
+
+
 # -- the reconcile pass (SPEC 2.16) ----------------------------------------------------------------
 
 
