@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import enqueue_operation
+from fulfillment.revocation import revoke_access
 from fulfillment.rules import NOTICE_ORDER_PAID
 from models.base import db, utcnow
 from models.commerce import RESETS_TRAFFIC, Order, Subscription
@@ -55,7 +56,8 @@ def settle_order(order_id, settled_by):
 
         now = utcnow().replace(microsecond=0)
         subscription = order.subscription or _new_subscription(order)
-        starts_at = _period_start(order, subscription, now)
+        current = _current_period(subscription)
+        starts_at = _period_start(order, current, now)
         plan = order.plan
         entitlement = Entitlement.create(
             order=order,
@@ -64,6 +66,7 @@ def settle_order(order_id, settled_by):
             status="pending",
             starts_at=starts_at,
             ends_at=starts_at + datetime.timedelta(days=plan.duration_days),
+            paused_at=_carried_pause(order, current, starts_at),
             traffic_allowance_bytes=plan.traffic_allowance_bytes,
             device_limit=plan.device_limit,
             squad_ids=plan.squad_ids,
@@ -110,22 +113,42 @@ def _new_subscription(order):
     return Subscription.create(customer=order.customer_id, slot=max(used, default=0) + 1)
 
 
-def _period_start(order, subscription, now):
-    """Extensions and renewals continue the current period; everything else starts now."""
-    if order.operation not in ("extension", "renewal"):
-        return now
-    latest = (
-        Entitlement.select(Entitlement.ends_at)
+CONTINUES_PERIOD = ("extension", "renewal")
+
+
+def _current_period(subscription):
+    """The subscription's latest period (its newest end), or None."""
+    return (
+        Entitlement.select(Entitlement.ends_at, Entitlement.paused_at)
         .where(Entitlement.subscription == subscription, Entitlement.status != "superseded")
         .order_by(Entitlement.ends_at.desc())
         .first()
     )
-    return max(now, latest.ends_at) if latest else now
+
+
+def _period_start(order, current, now):
+    """Extensions and renewals continue the current period; everything else starts now.
+    A paused period's end stands still, so the next one starts there even if it is past:
+    the resume moves both by the time paused."""
+    if order.operation not in CONTINUES_PERIOD or current is None:
+        return now
+    return current.ends_at if current.paused_at is not None else max(now, current.ends_at)
+
+
+def _carried_pause(order, current, starts_at):
+    """Only a resume lifts a pause (SPEC 2.6, 2.25): a new period of a paused subscription
+    is paused too, from the same moment when it continues the paused period, else from
+    its own start."""
+    if current is None or current.paused_at is None:
+        return None
+    return current.paused_at if order.operation in CONTINUES_PERIOD else starts_at
 
 
 def refund_order(order_id):
-    """Mark a paid order refunded. Fulfillment's create for it is cancelled if it has not run;
-    if it is already calling the panel, its success cannot move the order back to fulfilled."""
+    """Mark a paid order refunded and revoke its access (fulfillment/revocation.py).
+    Fulfillment's create for it is cancelled if it has not called the panel; if it is
+    already calling, its success cannot move the order back to fulfilled, and the
+    `disable` queued here runs after it."""
     with db.atomic():
         order = locked(Order.select().where(Order.id == order_id)).first()
         if order is None:
@@ -133,3 +156,4 @@ def refund_order(order_id):
         if order.status not in ("paid", "fulfilled", "partially_refunded"):
             raise SettlementRejected("order_not_refundable", f"order {order_id} is {order.status}")
         Order.update(status="refunded", refunded_at=utcnow()).where(Order.id == order.id).execute()
+        revoke_access(order.id)

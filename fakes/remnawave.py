@@ -10,9 +10,13 @@ process drives it over HTTP (`/_fake/...`); developers run it with
 `python omniflow.py fake-remnawave`.
 
 Like a real panel outside its development mode, it closes the socket of any
-API request without `x-forwarded-for` and `x-forwarded-proto: https`.
+API request without `x-forwarded-for` and `x-forwarded-proto: https`; like
+the real panel, a user's `hwidDeviceLimit` of 0 is no limit and null is the
+panel's fallback limit (`effective_device_limit`). It remembers when each
+request about a user arrived and was answered (`requests_of`).
 """
 
+import collections
 import datetime
 import json
 import math
@@ -57,6 +61,9 @@ DEFAULT_PORT = 3010
 DEFAULT_HOLD_SECONDS = REQUEST_TIMEOUT_S + 2.0
 OVERSIZED_BYTES = MAX_BODY_BYTES + 64 * 1024
 MAX_REQUEST_BYTES = MAX_BODY_BYTES
+# The panel's HWID_FALLBACK_DEVICE_LIMIT: what a user whose hwidDeviceLimit is null may use.
+DEFAULT_FALLBACK_DEVICE_LIMIT = 1
+TIMELINE_ENTRIES = 10_000  # per-user request timing kept for tests (the oldest go first)
 REDIRECT_TARGET = "http://127.0.0.2:9"  # another host; nothing listens there
 
 # Faults drawn per call, in this order, from one uniform draw: their rates add up to at most 1.
@@ -268,6 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def parse_request(self):
         self.arrived = time.monotonic()  # the request line is in: the panel's latency counts from here
+        self.timed = None  # the timeline entry of a users-API request, until its answer goes out
         return super().parse_request()
 
     def setup(self):
@@ -305,6 +313,7 @@ class FakeRemnawave:
         seed=None,
         latency_ms=0,
         sub_domain=None,
+        fallback_device_limit=DEFAULT_FALLBACK_DEVICE_LIMIT,
     ):
         if not token:
             raise ValueError("the fake panel needs a token")
@@ -313,6 +322,7 @@ class FakeRemnawave:
         self.port = port
         self.require_forwarded = require_forwarded
         self.sub_domain = sub_domain
+        self.fallback_device_limit = fallback_device_limit
         self._seed = seed
         self._default_latency_ms = latency_ms
         self._lock = threading.Lock()
@@ -448,6 +458,28 @@ class FakeRemnawave:
         with self._lock:
             return self._public_faults()
 
+    def requests_of(self, username):
+        """Every users-API request about this user, in order of arrival: route, and when
+        it arrived and was answered (time.monotonic() seconds). Tests check from it
+        that two requests for one user never overlapped."""
+        with self._lock:
+            entries = [entry for entry in self._timeline if entry["username"] == username]
+        timeline = [{key: entry[key] for key in ("route", "arrived", "done")} for entry in entries]
+        return sorted(timeline, key=lambda entry: entry["arrived"])
+
+    def effective_device_limit(self, username):
+        """The device limit the panel enforces for this user, as its subscription service
+        does (`checkHwidDeviceLimit`): 0 is no limit (None here), null or absent is the
+        panel's HWID_FALLBACK_DEVICE_LIMIT, anything else is itself."""
+        with self._lock:
+            record = self._by_username(username)
+            if record is None:
+                raise KeyError(username)
+            limit = record["hwidDeviceLimit"]
+            if limit == 0:
+                return None
+            return self.fallback_device_limit if limit is None else limit
+
     def stats(self):
         with self._lock:
             return {
@@ -565,6 +597,7 @@ class FakeRemnawave:
         self._rejected = {}
         self._in_flight = 0
         self._max_in_flight = 0
+        self._timeline = collections.deque(maxlen=TIMELINE_ENTRIES)
 
     @staticmethod
     def _no_faults(latency_ms=0):
@@ -709,6 +742,24 @@ class FakeRemnawave:
             self._respond(handler, 404, {"message": f"Cannot {method} {path}", "error": "Not Found", "statusCode": 404})
             return
 
+        subject = self._subject(route, params, raw)
+        if subject is not None:
+            handler.timed = {"username": subject, "route": route, "arrived": handler.arrived}
+        try:
+            self._answer(handler, route, params, path, raw)
+        finally:
+            self._answered(handler)
+
+    def _answered(self, handler):
+        """Close the request's timeline entry; called before the first byte of the answer
+        goes out, so a client that has its answer finds the entry there."""
+        entry, handler.timed = handler.timed, None
+        if entry is not None:
+            entry["done"] = time.monotonic()
+            with self._lock:
+                self._timeline.append(entry)
+
+    def _answer(self, handler, route, params, path, raw):
         latency_ms, fault, hold = self._draw_fault(route)
         answer = None
         if fault in (None, "lost_response"):
@@ -729,6 +780,7 @@ class FakeRemnawave:
             self._respond(handler, 200, {"response": {"filler": filler}})
             return
         if fault == "redirect":
+            self._answered(handler)
             handler.send_response(302)
             handler.send_header("Location", REDIRECT_TARGET + path)
             handler.send_header("Content-Length", "0")
@@ -743,6 +795,27 @@ class FakeRemnawave:
             self._drop(handler)  # applied, never answered
             return
         self._respond(handler, status, body)
+
+    def _subject(self, route, params, raw):
+        """The username a users-API request is about, as far as it can be told before it runs."""
+        if route == ROUTE_GET_BY_USERNAME:
+            return params["username"]
+        if route in (ROUTE_CREATE, ROUTE_UPDATE):
+            try:
+                body = json.loads(raw or b"{}")
+            except (ValueError, UnicodeDecodeError):
+                return None
+            if not isinstance(body, dict):
+                return None
+            if route == ROUTE_CREATE or not body.get("id"):
+                return body.get("username") if isinstance(body.get("username"), str) else None
+            params = {"id": str(body["id"])}
+        raw_id = params.get("id", "")
+        if not raw_id.isascii() or not raw_id.isdigit():
+            return None
+        with self._lock:
+            record = self._users.get(int(raw_id))
+            return record["username"] if record else None
 
     def _forwarded_ok(self, handler):
         return bool(handler.headers.get("x-forwarded-for")) and handler.headers.get("x-forwarded-proto") == "https"
@@ -789,6 +862,7 @@ class FakeRemnawave:
 
     def _respond(self, handler, status, body, close=False):
         data = json.dumps(body, separators=(",", ":")).encode()
+        self._answered(handler)
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json; charset=utf-8")
         handler.send_header("Content-Length", str(len(data)))
@@ -798,9 +872,9 @@ class FakeRemnawave:
         handler.end_headers()
         handler.wfile.write(data)
 
-    @staticmethod
-    def _drop(handler):
+    def _drop(self, handler):
         """Close the socket without a byte of answer, like a panel refusing the request."""
+        self._answered(handler)
         handler.close_connection = True
         try:
             handler.connection.shutdown(socket.SHUT_RDWR)

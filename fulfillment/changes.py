@@ -5,13 +5,20 @@ the same idempotency, retries, drift detection and history; the panel is
 never called from here. The subscription is always resolved through the
 customer named by the caller, a reason is required, and the audit event is
 written in the same transaction as the operation.
+
+A change is written to the entitlement only when the panel has applied it
+(the worker's success record, fulfillment/desired_state.py says how), so a
+change that is cancelled or fails leaves the entitlement where it was and
+reconcile never pushes it. A resume likewise gives the paused time back and
+lifts the pause when its `enable` is applied. A pause is the one change made
+at once: stopping the clock is Omniflow's own bookkeeping, and reconcile
+keeps a paused entitlement's user disabled until a resume is applied.
 """
 
-import datetime
-import json
+from dataclasses import replace
 
 from fulfillment.desired_state import DesiredState
-from fulfillment.enqueue import enqueue_operation
+from fulfillment.enqueue import enqueue_operation, replayed
 from models.base import db, utcnow
 from models.commerce import Subscription
 from models.fulfillment import Entitlement
@@ -66,19 +73,15 @@ def request_change(
         raise ChangeRejected("unsupported_operation", f"unknown operation {operation!r}", 422)
     with db.atomic():
         entitlement = _owned_entitlement(customer_id, subscription_id)
-        desired, changes = _desired_for(entitlement, operation, ends_at, traffic_bytes, device_limit, squad_ids)
+        desired = _desired_for(entitlement, operation, ends_at, traffic_bytes, device_limit, squad_ids)
         enqueued = enqueue_operation(
             entitlement,
             operation,
             desired,
-            f"panel:{entitlement.subscription_id}:{operation}:{request_id}",
+            _key(entitlement, operation, request_id),
             correlation_id=f"panel:{request_id}",
         )
         if enqueued.created:
-            if changes:
-                # The entitlement row is what reconcile rebuilds the desired state
-                # from: it must say what the operator set, or the next pass undoes it.
-                Entitlement.update(updated_at=utcnow(), **changes).where(Entitlement.id == entitlement.id).execute()
             record_audit(
                 "subscriptions",
                 f"panel.subscription.{operation}",
@@ -92,77 +95,78 @@ def request_change(
         return {"operationId": operation_row.id, "operation": operation_row.operation, "status": operation_row.status}
 
 
+def _key(entitlement, operation, request_id):
+    return f"panel:{entitlement.subscription_id}:{operation}:{request_id}"
+
+
 def _desired_for(entitlement, operation, ends_at, traffic_bytes, device_limit, squad_ids):
+    """The change's desired state: the operator's values for the fields it sets, the
+    entitlement's for the rest (the worker reads those again when it runs)."""
     desired = DesiredState.from_entitlement(entitlement)
-    changes = {}
     if operation == "extend":
         if ends_at is None:
             raise ChangeRejected("ends_at_required", "extend needs endsAt", 400)
-        desired = DesiredState(ends_at, desired.traffic_allowance_bytes, desired.device_limit, desired.squad_ids)
-        changes["ends_at"] = ends_at
-    elif operation == "set_limits":
+        return replace(desired, ends_at=ends_at)
+    if operation == "set_limits":
         if traffic_bytes is UNSET and device_limit is UNSET:
             raise ChangeRejected("limits_required", "set_limits needs a traffic limit, a device limit or both", 400)
-        traffic = desired.traffic_allowance_bytes if traffic_bytes is UNSET else traffic_bytes
-        devices = desired.device_limit if device_limit is UNSET else device_limit
-        desired = DesiredState(desired.ends_at, traffic, devices, desired.squad_ids)
-        changes.update(traffic_allowance_bytes=traffic, device_limit=devices)
-    elif operation == "set_squads":
+        return replace(
+            desired,
+            traffic_allowance_bytes=desired.traffic_allowance_bytes if traffic_bytes is UNSET else traffic_bytes,
+            device_limit=desired.device_limit if device_limit is UNSET else device_limit,
+        )
+    if operation == "set_squads":
         if squad_ids is None:
             raise ChangeRejected("squads_required", "set_squads needs the squad ids", 400)
-        desired = DesiredState(desired.ends_at, desired.traffic_allowance_bytes, desired.device_limit, tuple(squad_ids))
-        changes["squad_ids"] = json.dumps(list(squad_ids))
-    return desired, changes
+        return replace(desired, squad_ids=tuple(squad_ids))
+    return desired
 
 
 def pause(customer_id, subscription_id, request_id, actor, reason):
-    """Stop the entitlement's clock and disable its panel user. Pausing twice is refused."""
+    """Stop the entitlement's clock and disable its panel user. Pausing twice is refused;
+    the same request again returns its first operation."""
     _require_reason(reason)
     with db.atomic():
         entitlement = _owned_entitlement(customer_id, subscription_id)
+        desired = DesiredState.from_entitlement(entitlement)
+        first = replayed(_key(entitlement, "disable", request_id), entitlement, "disable", desired)
+        if first is not None:
+            return first
         if entitlement.paused_at is not None:
             raise ChangeRejected("already_paused", "this subscription is already paused", 409)
         now = utcnow().replace(microsecond=0)
-        return _apply_pause_change(
-            entitlement, "disable", "paused", request_id, actor, reason, paused_at=now, status="paused"
-        )
+        Entitlement.update(paused_at=now, status="paused", updated_at=now).where(
+            Entitlement.id == entitlement.id
+        ).execute()
+        return _queue_pause_change(entitlement, "disable", desired, "paused", request_id, actor, reason)
 
 
 def resume(customer_id, subscription_id, request_id, actor, reason):
-    """Give the paused time back on ends_at and enable the panel user."""
+    """Enable the panel user; once that is applied, the paused time is given back on
+    ends_at and the pause is lifted (the worker's record). Nothing of the
+    entitlement changes here: a resume that is cancelled leaves it paused."""
     _require_reason(reason)
     with db.atomic():
         entitlement = _owned_entitlement(customer_id, subscription_id)
+        desired = DesiredState.from_entitlement(entitlement, resume=True)
+        first = replayed(_key(entitlement, "enable", request_id), entitlement, "enable", desired)
+        if first is not None:
+            return first
         if entitlement.paused_at is None:
             raise ChangeRejected("not_paused", "this subscription is not paused", 409)
-        now = utcnow().replace(microsecond=0)
-        ends_at = entitlement.ends_at + max(now - entitlement.paused_at, datetime.timedelta(0))
-        # Until the enable is applied the panel user is still disabled.
-        return _apply_pause_change(
-            entitlement,
-            "enable",
-            "resumed",
-            request_id,
-            actor,
-            reason,
-            paused_at=None,
-            ends_at=ends_at,
-            status="disabled",
-        )
+        return _queue_pause_change(entitlement, "enable", desired, "resumed", request_id, actor, reason)
 
 
-def _apply_pause_change(entitlement, operation, audit_verb, request_id, actor, reason, **changes):
-    """Write the entitlement's new clock, queue the panel operation, audit; in the caller's transaction."""
-    Entitlement.update(updated_at=utcnow(), **changes).where(Entitlement.id == entitlement.id).execute()
-    entitlement = Entitlement.get_by_id(entitlement.id)
-    subscription_id = entitlement.subscription_id
+def _queue_pause_change(entitlement, operation, desired, audit_verb, request_id, actor, reason):
+    """Queue the panel operation and audit it, in the caller's transaction."""
     enqueued = enqueue_operation(
         entitlement,
         operation,
-        DesiredState.from_entitlement(entitlement),
-        f"panel:{subscription_id}:{operation}:{request_id}",
+        desired,
+        _key(entitlement, operation, request_id),
         correlation_id=f"panel:{request_id}",
     )
+    subscription_id = entitlement.subscription_id
     record_audit("subscriptions", f"panel.subscription.{audit_verb}", actor, reason, "subscription", subscription_id)
     return enqueued.operation
 

@@ -1,11 +1,13 @@
 """Enqueueing a fulfillment operation and its job, in the caller's transaction (SPEC 2.4, 2.8).
 
 Every path that wants the panel changed comes through `enqueue_operation`:
-settlement, operator changes, pause/resume, reconcile. It refuses what can
-never succeed before anything is queued (an operation outside the eight,
-negative limits, an `extend` that would shorten the period), and makes the
-idempotency key a promise: the same key with the same parameters returns
-the existing operation, the same key with different parameters is refused.
+settlement, operator changes, pause/resume, refunds, reconcile. It makes the
+idempotency key a promise, checked first: the same key with the same
+parameters returns the existing operation (whatever happened to the
+entitlement since), the same key with different parameters is refused. Only
+a new key is then judged against the entitlement as it stands: what can
+never succeed is refused before anything is queued (an operation outside the
+eight, negative limits, an `extend` that would shorten the period).
 """
 
 from dataclasses import dataclass
@@ -52,7 +54,7 @@ def _same_request(existing, entitlement, operation, desired):
     return (
         existing.entitlement_id == entitlement.id
         and existing.operation == operation
-        and DesiredState.parse(existing.desired_state).same_parameters(desired)
+        and DesiredState.parse(existing.desired_state).same_parameters(desired, operation)
     )
 
 
@@ -60,6 +62,17 @@ def _checked(existing, entitlement, operation, desired):
     if not _same_request(existing, entitlement, operation, desired):
         raise FulfillmentRequestRejected("idempotency_key_reused", IDEMPOTENCY_MISMATCH)
     return existing
+
+
+def replayed(idempotency_key, entitlement, operation, desired):
+    """The operation already queued under this key (its parameters checked), or None.
+    Callers that change the entitlement before they enqueue ask this first."""
+    existing = find_operation(idempotency_key)
+    return None if existing is None else _checked(existing, entitlement, operation, desired)
+
+
+def find_operation(idempotency_key):
+    return FulfillmentOperation.get_or_none(FulfillmentOperation.idempotency_key == idempotency_key)
 
 
 def job_for(operation_id, scheduled_at=None):
@@ -87,13 +100,10 @@ def enqueue_operation(entitlement, operation, desired, idempotency_key, correlat
     multi-row statement (`job_for` builds each)."""
     if not db.in_transaction():
         raise RuntimeError("enqueue_operation must run inside the transaction of the change that needs it")
-    validate(entitlement, operation, desired)
-
-    existing = FulfillmentOperation.get_or_none(FulfillmentOperation.idempotency_key == idempotency_key)
-    created = existing is None
-    if existing is not None:
-        record = _checked(existing, entitlement, operation, desired)
-    else:
+    record = replayed(idempotency_key, entitlement, operation, desired)
+    created = record is None
+    if created:
+        validate(entitlement, operation, desired)
         now = utcnow()
         try:
             with db.atomic():
@@ -110,7 +120,7 @@ def enqueue_operation(entitlement, operation, desired, idempotency_key, correlat
                 )
         except IntegrityError:
             # A concurrent request took the key between our read and insert.
-            raced = FulfillmentOperation.get_or_none(FulfillmentOperation.idempotency_key == idempotency_key)
+            raced = find_operation(idempotency_key)
             if raced is None:
                 raise
             record, created = _checked(raced, entitlement, operation, desired), False

@@ -24,6 +24,7 @@ REMOTE_USER_NOT_FOUND = "remote_user_not_found"
 REMNAWAVE_UNAVAILABLE = "remnawave_unavailable"
 INTERNAL_ERROR = "internal_error"
 LEASE_EXPIRED = "lease_expired"  # a run claimed the operation and never recorded (it died)
+NOT_PROVISIONED = "not_provisioned"  # its entitlement's create ended without provisioning anything
 
 NOTICE_FULFILLMENT_FAILURE = "fulfillment_failure"
 NOTICE_ORDER_PAID = "order_paid"

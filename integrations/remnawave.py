@@ -12,9 +12,10 @@ mode closes the socket without them). Every failure becomes a RemnawaveError
 whose `code` is one of:
 
 - `remote_user_not_found`: 404
-- `remnawave_http_<status>`: any other non-2xx answer (`panel_error_code`
-  keeps the panel's `errorCode`, e.g. A019, never the body)
-- `remnawave_unavailable`: transport error, timeout, 3xx, undecodable or
+- `remnawave_http_<status>`: any other non-2xx answer, redirects included
+  (`panel_error_code` keeps the panel's `errorCode`, e.g. A019, never the
+  body; a redirect keeps `detail="redirect"` and is never followed)
+- `remnawave_unavailable`: transport error, timeout, undecodable or
   oversized answer
 
 No message, repr or log line of this module carries the token, a response
@@ -129,7 +130,7 @@ class RemoteUser:
     status: str  # ACTIVE | DISABLED | LIMITED | EXPIRED, as the panel says
     expire_at: datetime.datetime  # aware, UTC
     traffic_limit_bytes: int  # 0 = unlimited
-    hwid_device_limit: int | None  # None = the panel holds no per-user limit
+    hwid_device_limit: int | None  # 0 = no limit; None = the panel's HWID_FALLBACK_DEVICE_LIMIT applies
     squad_uuids: tuple[str, ...]
     subscription_url: str = dataclasses.field(repr=False)
     used_traffic_bytes: int
@@ -152,12 +153,15 @@ def parse_panel_time(text):
     return value.astimezone(datetime.timezone.utc)
 
 
-def _non_negative_int(name, value, allow_none=False):
-    if value is None and allow_none:
-        return None
+def _non_negative_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name} must be a non-negative integer")
     return value
+
+
+def _device_limit(value):
+    """None (no device limit) is sent as 0: null would mean the panel's fallback limit."""
+    return 0 if value is None else _non_negative_int("hwid_device_limit", value)
 
 
 def _squads(squad_uuids):
@@ -209,33 +213,34 @@ def parse_user(payload):
 def build_create_body(username, expire_at, traffic_limit_bytes, hwid_device_limit, squad_uuids):
     """The POST /api/users body (contract CreateUserCommand.RequestBodySchema).
 
-    trafficLimitBytes is always sent (0 = unlimited). hwidDeviceLimit is
-    omitted when there is no device limit: the contract refuses null on create.
+    Both limits are always sent, 0 meaning unlimited (SPEC 2.5; a device
+    limit of None is sent as 0): the panel reads an absent or null
+    hwidDeviceLimit as "use HWID_FALLBACK_DEVICE_LIMIT", and the contract
+    refuses null on create anyway.
     """
-    body = {
+    return {
         "username": str(username),
         "expireAt": format_expire_at(expire_at),
         "trafficLimitBytes": _non_negative_int("traffic_limit_bytes", traffic_limit_bytes),
+        "hwidDeviceLimit": _device_limit(hwid_device_limit),
         "activeInternalSquads": _squads(squad_uuids),
     }
-    hwid = _non_negative_int("hwid_device_limit", hwid_device_limit, allow_none=True)
-    if hwid is not None:
-        body["hwidDeviceLimit"] = hwid
-    return body
 
 
 def build_update_body(user_id, expire_at, traffic_limit_bytes, hwid_device_limit, squad_uuids, status=None):
     """The PATCH /api/users body (contract UpdateUserCommand.RequestBodySchema).
 
-    Both limits are always explicit: a missing field means "leave as is" to
-    the panel, which would keep an old plan's limit on a user moved to
-    unlimited (SPEC 2.5). expire_at=None and squad_uuids=None leave those
-    fields as they are (the contract refuses an expireAt in the past).
+    Both limits are always explicit, 0 meaning unlimited (a device limit of
+    None is sent as 0): a missing field means "leave as is" to the panel,
+    which would keep an old plan's limit on a user moved to unlimited, and
+    null means the panel's fallback device limit (SPEC 2.5). expire_at=None
+    and squad_uuids=None leave those fields as they are (the contract
+    refuses an expireAt in the past).
     """
     body = {
         "id": _user_id(user_id),
         "trafficLimitBytes": _non_negative_int("traffic_limit_bytes", traffic_limit_bytes),
-        "hwidDeviceLimit": _non_negative_int("hwid_device_limit", hwid_device_limit, allow_none=True),
+        "hwidDeviceLimit": _device_limit(hwid_device_limit),
     }
     if expire_at is not None:
         body["expireAt"] = format_expire_at(expire_at)
@@ -416,7 +421,8 @@ class RemnawaveClient:
         try:
             status = response.status_code
             if 300 <= status < 400:
-                raise RemnawaveError(REMNAWAVE_UNAVAILABLE, status=status, detail=DETAIL_REDIRECT)
+                # Classified like any other non-2xx answer (SPEC 2.22); never followed.
+                raise RemnawaveError(http_error_code(status), status=status, detail=DETAIL_REDIRECT)
             raw = self._read_capped(response, deadline)
         finally:
             response.close()

@@ -4,12 +4,16 @@ A run is three steps, and only the middle one talks to the panel:
 
 1. claim  — a short serializable transaction locks the operation, decides
             whether to run at all (finished, superseded, refunded, not yet
-            effective, leased by another run, maintenance), and if so marks it
-            `running` with a fresh attempt and a 2-minute lease;
+            effective, leased by another run, another operation of the same
+            entitlement at the panel, maintenance), and if so builds what the
+            panel should hold (the operation's own fields on top of the
+            entitlement as last applied) and marks it `running` with a fresh
+            attempt and a 2-minute lease;
 2. call   — the panel requests, with no transaction, lock or pooled
             connection held;
 3. record — a second short serializable transaction writes the outcome only
-            if the claim is still this run's (still running, same attempt).
+            if the claim is still this run's (still running, same attempt);
+            a success writes the operation's own fields to the entitlement.
 
 Every outcome writes a history row. Serialization failures of either
 transaction are retried in place; the panel is never called twice for one
@@ -20,7 +24,7 @@ the next run (the queue's retry, or the revive pass) takes it over.
 import datetime
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fulfillment import rules
 from fulfillment.desired_state import DesiredState, InvalidDesiredState, observed_summary
@@ -28,7 +32,7 @@ from fulfillment.usernames import candidate_usernames, username_for
 from jobs import UNIQUE_THROUGH_COMPLETED, JobCancel, JobSnooze, huey
 from jobs.engine.executor import release_connection
 from models.base import utcnow
-from models.fulfillment import OPERATIONS, EntitlementDrift, FulfillmentOperation
+from models.fulfillment import OPERATIONS, Entitlement, EntitlementDrift, FulfillmentOperation
 from models.transactions import execute_all, fetch_one, is_postgres, retry_serializable
 from ops.records import queue_notice
 
@@ -99,11 +103,12 @@ class Claim:
     remote_user_id: str
     has_open_drifts: bool = True
     has_earlier_entitlements: bool = True
+    revoked: bool = False  # the order was refunded: its user is kept disabled (SPEC 2.10)
 
 
 @dataclass
 class Applied:
-    remote: object
+    remote: object  # None: a refunded order's user that is not on the panel (nothing to revoke)
     drifts: list = field(default_factory=list)  # (kind, expected, observed, corrected)
 
 
@@ -245,17 +250,25 @@ def claim(operation_id):
     if context.status == "superseded":
         execute_all(writes)
         return _cancel(op, rules.ENTITLEMENT_SUPERSEDED, now)
-    if op.operation == "create" and context.order_status not in PAID_ORDER_STATES:
-        code = rules.ORDER_REFUNDED if context.order_status == "refunded" else rules.ORDER_NOT_PAID
+    revoked = context.order_status == "refunded"
+    # A create of a refunded order that has never called the panel is cancelled
+    # (SPEC 2.10); one that has may have made the user, so it runs on to keep
+    # that user disabled.
+    if op.operation == "create" and context.order_status not in PAID_ORDER_STATES and not (
+        revoked and op.attempt_count > 0
+    ):
+        code = rules.ORDER_REFUNDED if revoked else rules.ORDER_NOT_PAID
         if context.status == "pending":
-            writes.append(
-                (
-                    "UPDATE entitlements SET status = 'superseded', updated_at = %s WHERE id = %s",
-                    (now, context.id),
-                )
-            )
+            writes.append(_supersede_pending(context.id, now))
         execute_all(writes)
         return _cancel(op, code, now)
+    if context.busy_until is not None and context.busy_until > now:
+        # Another operation of this entitlement is at the panel: one at a time (SPEC 2.19).
+        return Snooze((context.busy_until - now).total_seconds() + 1)
+    if context.status == "pending" and op.operation != "create":
+        waiting = _wait_for_create(op, context, writes, now)
+        if waiting is not None:
+            return waiting
     if context.maintenance_active:
         # Held, not run: the attempt counter stays, so a hold costs no retry budget.
         writes.append(
@@ -280,6 +293,11 @@ def claim(operation_id):
         )
     )
     execute_all(writes)
+    desired = desired.applied_to(context.applied, op.operation)
+    if desired.resume and context.paused_at is not None:
+        # The paused time is given back on the period's end (SPEC 2.25).
+        paused_for = max(now.replace(microsecond=0) - context.paused_at, datetime.timedelta(0))
+        desired = replace(desired, ends_at=context.applied.ends_at + paused_for)
     return Claim(
         operation_id=op.id,
         attempt=attempt,
@@ -295,7 +313,31 @@ def claim(operation_id):
         remote_user_id=context.remote_user_id,
         has_open_drifts=context.has_open_drifts,
         has_earlier_entitlements=context.has_earlier_entitlements,
+        revoked=revoked,
     )
+
+
+def _supersede_pending(entitlement_id, now):
+    return (
+        "UPDATE entitlements SET status = 'superseded', updated_at = %s WHERE id = %s AND status = 'pending'",
+        (now, entitlement_id),
+    )
+
+
+def _wait_for_create(op, context, writes, now):
+    """An operation of an entitlement whose create has not recorded yet (a refund's
+    disable queued while the create may be calling): it waits for the create, and
+    is cancelled if the create ended without provisioning anything. None: go on."""
+    create = fetch_one(
+        "SELECT status, next_attempt_at FROM fulfillment_operations"
+        " WHERE entitlement_id = %s AND operation = 'create' ORDER BY id LIMIT 1",
+        (context.id,),
+    )
+    if create is None or create[0] in FINISHED:
+        execute_all(writes)
+        return _cancel(op, rules.NOT_PROVISIONED, now)
+    due = FulfillmentOperation.next_attempt_at.python_value(create[1]) or now
+    return Snooze(max((due - now).total_seconds(), 0) + rules.BACKOFF_BASE_S)
 
 
 @dataclass(frozen=True)
@@ -304,6 +346,8 @@ class RunContext:
     status: str
     order_id: int
     paused: bool
+    paused_at: datetime.datetime | None
+    applied: DesiredState  # the entitlement as last applied to the panel
     grace_period_hours: int
     subscription_id: str
     customer_id: str
@@ -313,12 +357,15 @@ class RunContext:
     maintenance_active: bool
     has_open_drifts: bool
     has_earlier_entitlements: bool
+    busy_until: datetime.datetime | None  # the lease of another running operation of the entitlement
 
 
-# One statement instead of six: the operation and its entitlement (both
+# One statement instead of seven: the operation and its entitlement (both
 # locked), the subscription and order, the maintenance switch (checked inside
-# the claim, SPEC 2.15), and whether record will have drifts to close or
-# entitlements to supersede.
+# the claim, SPEC 2.15), whether record will have drifts to close or
+# entitlements to supersede, and the lease of any other operation of the
+# entitlement that is running (under SERIALIZABLE, two claims of one
+# entitlement's operations that each miss the other cannot both commit).
 _CLAIM_SQL = """
 SELECT f.id, f.entitlement_id, f.operation, f.status, f.desired_state, f.attempt_count,
        f.next_attempt_at, f.correlation_id,
@@ -327,7 +374,10 @@ SELECT f.id, f.entitlement_id, f.operation, f.status, f.desired_state, f.attempt
        (SELECT m.active FROM maintenance_state m WHERE m.id = 1),
        EXISTS (SELECT 1 FROM entitlement_drifts d WHERE d.entitlement_id = e.id AND d.status = 'open'),
        EXISTS (SELECT 1 FROM entitlements p
-               WHERE p.subscription_id = e.subscription_id AND p.id < e.id AND p.status <> 'superseded')
+               WHERE p.subscription_id = e.subscription_id AND p.id < e.id AND p.status <> 'superseded'),
+       e.ends_at, e.traffic_allowance_bytes, e.device_limit, e.squad_ids,
+       (SELECT MAX(r.next_attempt_at) FROM fulfillment_operations r
+        WHERE r.entitlement_id = f.entitlement_id AND r.id <> f.id AND r.status = 'running')
 FROM fulfillment_operations f
 JOIN entitlements e ON e.id = f.entitlement_id
 JOIN subscriptions s ON s.id = e.subscription_id
@@ -349,11 +399,19 @@ def _claim_context(operation_id):
         next_attempt_at=FulfillmentOperation.next_attempt_at.python_value(row[6]),
         correlation_id=row[7],
     )
+    paused_at = Entitlement.paused_at.python_value(row[10])
     context = RunContext(
         id=row[1],
         status=row[8],
         order_id=row[9],
-        paused=row[10] is not None,
+        paused=paused_at is not None,
+        paused_at=paused_at,
+        applied=DesiredState(
+            ends_at=Entitlement.ends_at.python_value(row[20]),
+            traffic_allowance_bytes=row[21],
+            device_limit=row[22],
+            squad_ids=tuple(json.loads(row[23])),
+        ),
         grace_period_hours=row[11],
         subscription_id=row[12],
         customer_id=row[13],
@@ -363,6 +421,7 @@ def _claim_context(operation_id):
         maintenance_active=bool(row[17]),
         has_open_drifts=bool(row[18]),
         has_earlier_entitlements=bool(row[19]),
+        busy_until=FulfillmentOperation.next_attempt_at.python_value(row[24]),
     )
     return op, context
 
@@ -415,7 +474,7 @@ def _push(client, remote, claim):
         # entitlement keeps the expiry the panel already has.
         expire_at if expire_at > datetime.datetime.now(datetime.timezone.utc) else None,
         desired.traffic_limit_bytes,
-        desired.device_limit,
+        desired.hwid_device_limit,
         list(desired.squad_ids),
     )
 
@@ -430,7 +489,7 @@ def _create(client, claim):
             username,
             _aware(desired.remote_expire_at(claim.grace_period_hours)),
             desired.traffic_limit_bytes,
-            desired.device_limit,
+            desired.hwid_device_limit,
             list(desired.squad_ids),
         )
     except RemnawaveError as error:
@@ -446,6 +505,8 @@ def _create(client, claim):
 def _apply(client, claim):
     remote = _find_remote(client, claim)
     operation = claim.operation
+    if claim.revoked and operation in ("create", "reconcile"):
+        return _keep_revoked(client, claim, remote)
     if operation == "create":
         remote = _push(client, remote, claim) if remote is not None else _create(client, claim)
         if claim.paused:
@@ -484,8 +545,22 @@ def _reconcile(client, claim, remote):
     return Applied(remote, drifts)
 
 
+def _keep_revoked(client, claim, remote):
+    """A refunded order's user stays disabled: no period pushed, nothing enabled,
+    a user that is not there not made (SPEC 2.10, 13.10)."""
+    if remote is None:
+        return Applied(None)
+    drifts = []
+    if remote.status != "DISABLED":
+        if claim.operation == "reconcile":
+            drifts.append(("status", {"value": "DISABLED"}, {"value": remote.status}, True))
+        remote = client.disable_user(remote.id)
+    return Applied(remote, drifts)
+
+
 def compare(claim, remote):
-    """Mismatches between desired and observed; null limits mean unlimited, squad order is ignored."""
+    """Mismatches between desired and observed; a desired null limit is unlimited, which
+    only the panel's 0 matches (SPEC 2.5); squad order is ignored."""
     desired = claim.desired
     expected_expiry = _aware(desired.remote_expire_at(claim.grace_period_hours))
     observed_expiry = remote.expire_at.astimezone(datetime.timezone.utc)
@@ -494,8 +569,9 @@ def compare(claim, remote):
         drifts.append(("expiry", _iso(expected_expiry), _iso(observed_expiry), True))
     if desired.traffic_limit_bytes != (remote.traffic_limit_bytes or 0):
         drifts.append(("traffic", desired.traffic_allowance_bytes, remote.traffic_limit_bytes, True))
-    if desired.device_limit != remote.hwid_device_limit:
-        drifts.append(("device_limit", desired.device_limit, remote.hwid_device_limit, True))
+    if desired.hwid_device_limit != remote.hwid_device_limit:
+        # The panel's values: its null (the fallback limit) is not its 0 (no limit).
+        drifts.append(("device_limit", desired.hwid_device_limit, remote.hwid_device_limit, True))
     if set(desired.squad_ids) != set(remote.squad_uuids):
         drifts.append(("squads", sorted(desired.squad_ids), sorted(remote.squad_uuids), True))
     if (remote.status == "DISABLED") != claim.paused:
@@ -562,11 +638,17 @@ def record(claim, outcome):
         return Retry(outcome.code)
 
     remote = outcome.remote
-    summary = observed_summary(remote)
-    observed = json.dumps(summary)
-    status = "paused" if paused else REMOTE_STATUS.get(remote.status, "failed")
     if outcome.drifts or claim.has_open_drifts:
         _record_drifts(claim.entitlement_id, outcome.drifts, now)
+    if remote is None:
+        return _nothing_to_revoke(op, claim, request_summary, now)
+    summary = observed_summary(remote)
+    observed = json.dumps(summary)
+    applied = claim.desired.entitlement_columns(claim.operation)
+    if claim.desired.resume and paused:
+        applied.update(ends_at=claim.desired.ends_at, paused_at=None)
+        paused = False
+    status = "paused" if paused else REMOTE_STATUS.get(remote.status, "failed")
     writes = [
         _set(
             op,
@@ -576,7 +658,7 @@ def record(claim, outcome):
             request_summary=json.dumps(request_summary),
             response_summary=observed,
         ),
-        _observed_entitlement(claim.entitlement_id, status, observed, now),
+        _observed_entitlement(claim.entitlement_id, status, observed, now, **applied),
         (
             "UPDATE subscriptions SET remote_user_id = %s, remote_username = %s, observed_state = %s WHERE id = %s",
             (str(remote.id), remote.username, observed, claim.subscription_id),
@@ -602,13 +684,34 @@ def record(claim, outcome):
     return Done("succeeded")
 
 
-def _observed_entitlement(entitlement_id, status, observed, now):
+def _observed_entitlement(entitlement_id, status, observed, now, **applied):
+    """What a success writes to the entitlement: the observed state, and the fields
+    the operation changed (`applied`, its own only: SPEC 2.19)."""
     # No index of entitlements holds a column written here (migration 0007):
     # the update stays on its page and conflicts with no neighbouring record.
-    return (
-        "UPDATE entitlements SET status = %s, observed_state = %s, reconciled_at = %s, updated_at = %s WHERE id = %s",
-        (status, observed, now, now, entitlement_id),
+    columns = {"status": status, "observed_state": observed, "reconciled_at": now, "updated_at": now, **applied}
+    assignments = ", ".join(f"{column} = %s" for column in columns)
+    return (f"UPDATE entitlements SET {assignments} WHERE id = %s", (*columns.values(), entitlement_id))
+
+
+def _nothing_to_revoke(op, claim, request_summary, now):
+    """A refunded order's user is not on the panel: a create that may have made it
+    made nothing (cancelled, its entitlement superseded, SPEC 2.10); a reconcile
+    has nothing to keep disabled."""
+    if claim.operation == "create":
+        execute_all([_supersede_pending(claim.entitlement_id, now)])
+        return _cancel(op, rules.ORDER_REFUNDED, now)
+    execute_all(
+        [
+            _set(op, status="succeeded", last_error_code=None, completed_at=now),
+            (
+                "UPDATE entitlements SET reconciled_at = %s, updated_at = %s WHERE id = %s",
+                (now, now, claim.entitlement_id),
+            ),
+            _history(op, claim.attempt, "succeeded", None, request_summary),
+        ]
     )
+    return Done("succeeded")
 
 
 def give_back_lease(claim):

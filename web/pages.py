@@ -97,6 +97,8 @@ def drift_value(kind, stored):
         return f"{len(value or [])} squads"
     if kind == "missing_remote":
         return "user exists" if value else "no user"
+    if kind == "device_limit" and value is None:
+        return "panel fallback"  # the panel's own null: its HWID_FALLBACK_DEVICE_LIMIT applies
     if kind in ("traffic", "device_limit"):
         return "unlimited" if value in (None, 0) else str(value)
     if kind in ("expiry", "status"):

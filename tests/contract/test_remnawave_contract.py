@@ -210,15 +210,18 @@ def test_every_request_body_passes_the_contract(recorded, contract):
 
 
 def test_unlimited_create_and_unlimited_update_pass_the_contract(recorded, contract):
+    # Unlimited is 0 for both limits (SPEC 2.5): a null device limit is the panel's fallback limit.
+    writes = [e["body"] for e in recorded if e["path"] == "/api/users" and e["method"] in ("POST", "PATCH")]
+    assert all(body["hwidDeviceLimit"] is not None for body in writes)
     create = next(
         e["body"]
         for e in recorded
-        if e["method"] == "POST" and e["path"] == "/api/users" and "hwidDeviceLimit" not in e["body"]
+        if e["method"] == "POST" and e["path"] == "/api/users" and e["body"]["hwidDeviceLimit"] == 0
     )
     update = next(
         e["body"]
         for e in recorded
-        if e["method"] == "PATCH" and e["body"]["hwidDeviceLimit"] is None and e["body"]["trafficLimitBytes"] == 0
+        if e["method"] == "PATCH" and e["body"]["hwidDeviceLimit"] == 0 and e["body"]["trafficLimitBytes"] == 0
     )
     assert create["trafficLimitBytes"] == 0
     results = contract(

@@ -1,19 +1,23 @@
 """SPEC 2.16, 2.18, 2.19, 2.25: operator changes, pause/resume, and the reconcile and revive passes."""
 
 import datetime
+import threading
 
 import pytest
 
 from commerce.settlement import settle_order
-from fulfillment import changes
+from fulfillment import changes, repair, rules
 from fulfillment.desired_state import DesiredState
+from jobs import fulfillment as worker
 from jobs.passes import fulfillment_reconcile, fulfillment_revive
 from models.base import utcnow
 from models.fulfillment import Entitlement, FulfillmentOperation
 from models.jobs import Job
 from models.ops import AuditEvent
-from tests.fulfillment.test_worker import job_of, op, run_operation, subscription_of
+from models.transactions import retry_serializable
+from tests.fulfillment.test_worker import enqueue, job_of, op, run_operation, subscription_of
 from tests.support import commerce
+from tests.support.direct import run_next
 
 
 @pytest.fixture
@@ -98,6 +102,137 @@ def test_an_operator_change_is_kept_on_the_entitlement_so_reconcile_does_not_und
     assert desired.device_limit is None and desired.traffic_limit_bytes == 0
 
 
+CHANGES = {
+    "extend": lambda entitlement: {"ends_at": entitlement.ends_at + datetime.timedelta(days=30)},
+    "set_limits": lambda entitlement: {"device_limit": 9, "traffic_bytes": 1 << 40},
+    "set_squads": lambda entitlement: {"squad_ids": [commerce.SQUAD_B]},
+}
+
+
+def panel_view(panel, username):
+    user = panel.user(username)
+    squads = sorted(squad["uuid"] for squad in user["activeInternalSquads"])
+    return user["expireAt"], user["trafficLimitBytes"], user["hwidDeviceLimit"], squads
+
+
+def entitlement_view(entitlement_id):
+    e = Entitlement.get_by_id(entitlement_id)
+    return e.ends_at, e.traffic_allowance_bytes, e.device_limit, sorted(e.squads)
+
+
+def reconcile_now(entitlement_id):
+    Entitlement.update(reconciled_at=None).where(Entitlement.id == entitlement_id).execute()
+    fulfillment_reconcile.dispatch()
+    reconcile = FulfillmentOperation.get(
+        FulfillmentOperation.operation == "reconcile", FulfillmentOperation.entitlement == entitlement_id
+    )
+    run_operation(reconcile.id)
+    assert FulfillmentOperation.get_by_id(reconcile.id).status == "succeeded"
+
+
+@pytest.mark.parametrize("operation", sorted(CHANGES))
+def test_a_cancelled_change_never_reaches_the_panel_and_leaves_the_entitlement_where_it_was(
+    provisioned, panel, operation
+):
+    subscription = subscription_of(provisioned)
+    username = subscription.remote_username
+    entitlement_before = entitlement_view(provisioned.entitlement_id)
+    panel_before = panel_view(panel, username)
+    panel.set_faults(fail_rate=1.0)
+    kwargs = CHANGES[operation](Entitlement.get_by_id(provisioned.entitlement_id))
+    answer = change(subscription, operation, **kwargs)
+    run_operation(answer["operationId"])
+    assert FulfillmentOperation.get_by_id(answer["operationId"]).status == "retrying"
+    assert entitlement_view(provisioned.entitlement_id) == entitlement_before  # queued is not applied
+
+    repair.cancel_operation(answer["operationId"], "ops@example", "customer changed their mind")
+    panel.clear_faults()
+    reconcile_now(provisioned.entitlement_id)
+    assert panel_view(panel, username) == panel_before
+    assert entitlement_view(provisioned.entitlement_id) == entitlement_before
+
+
+@pytest.mark.parametrize("operation", sorted(CHANGES))
+def test_an_applied_change_is_written_to_the_entitlement_and_reconcile_keeps_it(provisioned, panel, operation):
+    subscription = subscription_of(provisioned)
+    kwargs = CHANGES[operation](Entitlement.get_by_id(provisioned.entitlement_id))
+    answer = change(subscription, operation, **kwargs)
+    run_operation(answer["operationId"])
+    applied = entitlement_view(provisioned.entitlement_id)
+    pushed = panel_view(panel, subscription.remote_username)
+    expected = {
+        "extend": lambda: applied[0] == kwargs["ends_at"],
+        "set_limits": lambda: applied[1:3] == (1 << 40, 9),
+        "set_squads": lambda: applied[3] == [commerce.SQUAD_B],
+    }[operation]
+    assert expected(), applied
+    reconcile_now(provisioned.entitlement_id)
+    assert panel_view(panel, subscription.remote_username) == pushed
+
+
+def test_a_change_queued_after_another_carries_what_the_first_applied(provisioned, panel):
+    """Each operation reads the fields it does not set when it runs: a set_limits queued
+    before an extend was applied does not push the old period back."""
+    subscription = subscription_of(provisioned)
+    entitlement = Entitlement.get_by_id(provisioned.entitlement_id)
+    extend = change(subscription, "extend", "r-extend", ends_at=entitlement.ends_at + datetime.timedelta(days=30))
+    limits = change(subscription, "set_limits", "r-limits", device_limit=7)
+    run_operation(extend["operationId"])
+    run_operation(limits["operationId"])
+    ends_at, _, devices, _ = entitlement_view(entitlement.id)
+    assert (ends_at, devices) == (entitlement.ends_at + datetime.timedelta(days=30), 7)
+    expire_at = panel.user(subscription.remote_username)["expireAt"]
+    assert expire_at.startswith((ends_at + datetime.timedelta(hours=24)).isoformat(timespec="seconds"))
+
+
+# -- one operation of an entitlement at the panel at a time (SPEC 2.19) -------------------------
+
+
+def test_a_claim_finding_another_operation_of_its_entitlement_at_the_panel_snoozes_to_its_lease_end(provisioned):
+    subscription = subscription_of(provisioned)
+    entitlement = Entitlement.get_by_id(provisioned.entitlement_id)
+    extend = change(subscription, "extend", ends_at=entitlement.ends_at + datetime.timedelta(days=30))
+    reconcile = enqueue(entitlement, "reconcile", DesiredState.from_entitlement(entitlement), "reconcile:race:1")
+    claimed = retry_serializable(lambda: worker.claim(extend["operationId"]))
+    assert isinstance(claimed, worker.Claim)
+    decision = retry_serializable(lambda: worker.claim(reconcile.id))
+    assert isinstance(decision, worker.Snooze) and 100 < decision.seconds <= rules.CLAIM_LEASE_S + 1
+    assert FulfillmentOperation.get_by_id(reconcile.id).status == "pending"
+    retry_serializable(lambda: worker.record(claimed, worker.call(claimed)))
+    assert isinstance(retry_serializable(lambda: worker.claim(reconcile.id)), worker.Claim)
+
+
+def test_a_reconcile_and_an_extend_racing_on_one_entitlement_are_never_at_the_panel_together(provisioned, panel):
+    subscription = subscription_of(provisioned)
+    username = subscription.remote_username
+    entitlement = Entitlement.get_by_id(provisioned.entitlement_id)
+    extend = change(subscription, "extend", ends_at=entitlement.ends_at + datetime.timedelta(days=30))
+    reconcile = enqueue(entitlement, "reconcile", DesiredState.from_entitlement(entitlement), "reconcile:race:2")
+    operations = (extend["operationId"], reconcile.id)
+    panel.set_faults(latency_ms=300)  # every call is long enough for the other claim to happen inside it
+    start = threading.Barrier(2)
+
+    def run_one():
+        start.wait()
+        run_next()
+
+    before = len(panel.requests_of(username))
+    threads = [threading.Thread(target=run_one) for _ in operations]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for operation_id in operations:  # the one that snoozed runs now
+        if FulfillmentOperation.get_by_id(operation_id).status != "succeeded":
+            run_operation(operation_id)
+    assert [FulfillmentOperation.get_by_id(o).status for o in operations] == ["succeeded", "succeeded"]
+    calls = panel.requests_of(username)[before:]
+    assert len(calls) >= 4
+    for earlier, later in zip(calls, calls[1:]):
+        assert later["arrived"] >= earlier["done"], calls
+    assert Entitlement.get_by_id(entitlement.id).ends_at == entitlement.ends_at + datetime.timedelta(days=30)
+
+
 # -- pause and resume (SPEC 2.25) ---------------------------------------------------------------
 
 
@@ -133,6 +268,50 @@ def test_reconcile_keeps_a_paused_entitlement_paused(provisioned, panel):
     run_operation(reconcile.id)
     assert panel.user(subscription.remote_username)["status"] == "DISABLED"
     assert Entitlement.get_by_id(provisioned.entitlement_id).status == "paused"
+
+
+def test_a_resume_changes_nothing_until_its_enable_is_applied_and_a_cancelled_one_leaves_the_pause(
+    provisioned, panel
+):
+    subscription = subscription_of(provisioned)
+    run_operation(changes.pause(subscription.customer_id, subscription.id, "p1", "ops", "travel").id)
+    paused = Entitlement.get_by_id(provisioned.entitlement_id)
+    assert paused.status == "paused"
+    resumed = changes.resume(subscription.customer_id, subscription.id, "r1", "ops", "back")
+    assert changes.resume(subscription.customer_id, subscription.id, "r1", "ops", "back").id == resumed.id
+    waiting = Entitlement.get_by_id(provisioned.entitlement_id)
+    # SPEC 2.1: nothing but pending/superseded is written locally; the pause holds until applied.
+    assert (waiting.status, waiting.paused_at, waiting.ends_at) == ("paused", paused.paused_at, paused.ends_at)
+
+    repair.cancel_operation(resumed.id, "ops", "not yet")
+    reconcile_now(provisioned.entitlement_id)
+    after = Entitlement.get_by_id(provisioned.entitlement_id)
+    assert (after.status, after.paused_at, after.ends_at) == ("paused", paused.paused_at, paused.ends_at)
+    assert panel.user(subscription.remote_username)["status"] == "DISABLED"
+
+
+def test_a_renewal_of_a_paused_subscription_stays_paused_until_a_resume_gives_the_time_back(provisioned, panel):
+    subscription = subscription_of(provisioned)
+    username = subscription.remote_username
+    run_operation(changes.pause(subscription.customer_id, subscription.id, "p1", "ops", "travel").id)
+    first = Entitlement.get_by_id(provisioned.entitlement_id)
+    paused_at = first.paused_at - datetime.timedelta(days=3)
+    Entitlement.update(paused_at=paused_at).where(Entitlement.id == first.id).execute()
+
+    renewal = settle_order(commerce.order(subscription.customer, first.plan, "renewal", subscription).id, "wallet")
+    run_operation(renewal.operation_id)
+    renewed = Entitlement.get_by_id(renewal.entitlement_id)
+    assert (renewed.status, renewed.paused_at) == ("paused", paused_at)
+    assert renewed.starts_at == first.ends_at  # the paused period's end stood still
+    assert Entitlement.get_by_id(first.id).status == "superseded"
+    assert panel.user(username)["status"] == "DISABLED"
+
+    run_operation(changes.resume(subscription.customer_id, subscription.id, "r1", "ops", "back").id)
+    resumed = Entitlement.get_by_id(renewal.entitlement_id)
+    gained = resumed.ends_at - renewed.ends_at
+    assert datetime.timedelta(days=3) <= gained <= datetime.timedelta(days=3, seconds=5)
+    assert (resumed.status, resumed.paused_at) == ("active", None)
+    assert panel.user(username)["status"] == "ACTIVE"
 
 
 # -- the reconcile pass (SPEC 2.16) ----------------------------------------------------------------

@@ -3,13 +3,14 @@ outbox event and notice together; idempotency keys are promises."""
 
 import datetime
 import json
+from dataclasses import replace
 
 import pytest
 
 from commerce.settlement import SettlementRejected, refund_order, settle_order
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import IDEMPOTENCY_MISMATCH, FulfillmentRequestRejected, enqueue_operation
-from models.base import db
+from models.base import db, utcnow
 from models.commerce import Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentOperation
 from models.jobs import Job
@@ -121,21 +122,42 @@ def enqueue(entitlement, operation, desired, key="panel:test:1"):
 
 
 def test_reusing_an_idempotency_key_with_other_parameters_is_rejected(entitlement):
-    later = DesiredState.from_entitlement(entitlement, ends_at=entitlement.ends_at + datetime.timedelta(days=5))
-    first = enqueue(entitlement, "extend", later)
-    same = enqueue(entitlement, "extend", later)
-    assert same.operation.id == first.operation.id and not same.created
-    for other in (
-        DesiredState.from_entitlement(entitlement, ends_at=entitlement.ends_at + datetime.timedelta(days=6)),
-        DesiredState(later.ends_at, later.traffic_allowance_bytes, 7, later.squad_ids),
-        DesiredState(later.ends_at, 1, later.device_limit, later.squad_ids),
-        DesiredState(later.ends_at, later.traffic_allowance_bytes, later.device_limit, ()),
+    desired = DesiredState.from_entitlement(entitlement)
+    later = replace(desired, ends_at=entitlement.ends_at + datetime.timedelta(days=5))
+    for operation, first, other in (
+        ("extend", later, replace(later, ends_at=later.ends_at + datetime.timedelta(days=1))),
+        ("set_limits", desired, replace(desired, device_limit=7)),
+        ("set_limits", desired, replace(desired, traffic_allowance_bytes=1)),
+        ("set_squads", desired, replace(desired, squad_ids=())),
+        ("create", desired, replace(desired, device_limit=7)),
+        ("enable", desired, replace(desired, effective_at=utcnow() + datetime.timedelta(hours=1))),
     ):
+        key = f"panel:test:{operation}"
+        queued = enqueue(entitlement, operation, first, key)
+        same = enqueue(entitlement, operation, first, key)
+        assert same.operation.id == queued.operation.id and not same.created
         with pytest.raises(FulfillmentRequestRejected) as rejected:
-            enqueue(entitlement, "extend", other)
+            enqueue(entitlement, operation, other, key)
         assert str(rejected.value) == IDEMPOTENCY_MISMATCH
     with pytest.raises(FulfillmentRequestRejected):
-        enqueue(entitlement, "set_limits", later)  # another operation under the same key
+        enqueue(entitlement, "set_limits", later, "panel:test:extend")  # another operation under the same key
+
+
+def test_a_key_promises_only_the_fields_its_operation_sets(entitlement):
+    """An operation reads the fields it does not set from the entitlement when it runs,
+    so a replay after the entitlement moved on (an extend applied meanwhile) is the same request."""
+    desired = DesiredState.from_entitlement(entitlement)
+    moved = replace(desired, ends_at=desired.ends_at + datetime.timedelta(days=9))
+    for operation, first in (
+        ("set_limits", replace(desired, device_limit=5)),
+        ("set_squads", replace(desired, squad_ids=(commerce.SQUAD_A,))),
+        ("disable", desired),
+        ("reconcile", desired),
+    ):
+        key = f"panel:moved:{operation}"
+        queued = enqueue(entitlement, operation, first, key)
+        replay = replace(first, ends_at=moved.ends_at)
+        assert enqueue(entitlement, operation, replay, key).operation.id == queued.operation.id
 
 
 def test_squad_order_does_not_change_the_parameters(entitlement):

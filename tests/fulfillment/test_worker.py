@@ -128,21 +128,44 @@ def test_slot_one_adopts_the_legacy_user_and_slot_two_never_does(panel):
 # -- explicit limits (SPEC 2.5) -----------------------------------------------------------
 
 
-def test_unlimited_plan_is_pushed_as_unlimited_on_create_and_on_every_update(panel):
+def test_unlimited_plan_is_pushed_as_zero_for_both_limits_on_create_and_on_every_update(panel):
     customer = commerce.customer()
     first = settle(commerce.limited_plan(), customer)
     run_operation(first.operation_id)
     username = subscription_of(first).remote_username
     assert panel.user(username)["hwidDeviceLimit"] == 3
-    # Moving to an unlimited plan must clear the old limits: explicit 0 and null.
+    # Moving to an unlimited plan must clear the old limits: 0 for both
+    # (a null device limit would be the panel's fallback limit).
     upgrade = settle(commerce.unlimited_plan(), customer, "upgrade", subscription_of(first))
     run_operation(upgrade.operation_id)
     user = panel.user(username)
-    assert user["trafficLimitBytes"] == 0 and user["hwidDeviceLimit"] is None
+    assert user["trafficLimitBytes"] == 0 and user["hwidDeviceLimit"] == 0
+    assert panel.effective_device_limit(username) is None
     fresh = settle(commerce.unlimited_plan(code="unlimited-2"))
     run_operation(fresh.operation_id)
-    new_user = panel.user(subscription_of(fresh).remote_username)
-    assert new_user["trafficLimitBytes"] == 0 and new_user["hwidDeviceLimit"] is None
+    new_username = subscription_of(fresh).remote_username
+    new_user = panel.user(new_username)
+    assert new_user["trafficLimitBytes"] == 0 and new_user["hwidDeviceLimit"] == 0
+    assert panel.effective_device_limit(new_username) is None
+
+
+def test_reconcile_moves_a_null_device_limit_of_an_unlimited_plan_to_zero(panel):
+    settlement = settle(commerce.unlimited_plan())
+    run_operation(settlement.operation_id)
+    entitlement = Entitlement.get_by_id(settlement.entitlement_id)
+    username = entitlement.subscription.remote_username
+    panel.edit_user(username, hwidDeviceLimit=None)  # as an unlimited create of the old code left it
+    assert panel.effective_device_limit(username) == panel.fallback_device_limit
+    reconcile = enqueue(entitlement, "reconcile", DesiredState.from_entitlement(entitlement), "reconcile:t:0")
+    run_operation(reconcile.id)
+    assert panel.user(username)["hwidDeviceLimit"] == 0
+    assert panel.effective_device_limit(username) is None
+    drift = EntitlementDrift.get(EntitlementDrift.kind == "device_limit")
+    assert (json.loads(drift.expected), json.loads(drift.observed), drift.status) == (
+        {"value": 0},
+        {"value": None},
+        "resolved",
+    )
 
 
 # -- resetTraffic and re-enable (SPEC 2.6) ---------------------------------------------------
@@ -223,6 +246,7 @@ def test_create_for_a_refunded_order_is_cancelled_and_its_entitlement_superseded
     assert (operation.status, operation.last_error_code) == ("cancelled", rules.ORDER_REFUNDED)
     assert Entitlement.get_by_id(settlement.entitlement_id).status == "superseded"
     assert panel.users() == [] and panel.stats()["calls"] == {}
+    assert FulfillmentOperation.select().count() == 1  # never called the panel: no disable to queue
     assert [h.status for h in history(operation.id)] == ["cancelled"]
     assert Job.get_by_id(job_of(operation.id).id).state == "cancelled"
     assert OperatorNotice.select().where(OperatorNotice.kind == rules.NOTICE_FULFILLMENT_FAILURE).count() == 0
@@ -236,6 +260,99 @@ def test_refund_arriving_during_create_leaves_the_order_refunded(panel):
     retry_serializable(lambda: worker.record(claim, outcome))
     assert op(settlement.operation_id).status == "succeeded"
     assert Order.get_by_id(settlement.order_id).status == "refunded"
+
+
+def refund_disable(order_id):
+    return FulfillmentOperation.get(FulfillmentOperation.idempotency_key == f"refund:{order_id}:disable")
+
+
+def reconcile_now(entitlement_id):
+    from jobs.passes import fulfillment_reconcile
+
+    Entitlement.update(reconciled_at=None).where(Entitlement.id == entitlement_id).execute()
+    fulfillment_reconcile.dispatch()
+    reconcile = FulfillmentOperation.get(
+        FulfillmentOperation.operation == "reconcile", FulfillmentOperation.entitlement == entitlement_id
+    )
+    run_operation(reconcile.id)
+    return op(reconcile.id)
+
+
+def test_a_full_refund_after_fulfilment_disables_the_user_and_reconcile_keeps_it_disabled(panel):
+    settlement = settle()
+    run_operation(settlement.operation_id)
+    username = subscription_of(settlement).remote_username
+    refund_order(settlement.order_id)
+    disable = refund_disable(settlement.order_id)
+    assert (disable.operation, disable.entitlement_id) == ("disable", settlement.entitlement_id)
+    run_operation(disable.id)
+    assert panel.user(username)["status"] == "DISABLED"
+    assert Entitlement.get_by_id(settlement.entitlement_id).status == "disabled"
+
+    # Someone enables the user and moves its expiry on the panel: reconcile
+    # disables it again and pushes no period.
+    expire_at = "2031-01-01T00:00:00.000Z"
+    panel.edit_user(username, status="ACTIVE", expireAt=expire_at)
+    writes_before = dict(panel.stats()["writes_applied"])
+    assert reconcile_now(settlement.entitlement_id).status == "succeeded"
+    user = panel.user(username)
+    assert (user["status"], user["expireAt"]) == ("DISABLED", expire_at)
+    writes = panel.stats()["writes_applied"]
+    assert writes.get("PATCH /api/users", 0) == writes_before.get("PATCH /api/users", 0)
+    assert Entitlement.get_by_id(settlement.entitlement_id).status == "disabled"
+    assert Order.get_by_id(settlement.order_id).status == "refunded"
+
+
+def test_a_refund_while_the_create_is_in_flight_ends_refunded_and_disabled(panel):
+    settlement = settle()
+    claim = retry_serializable(lambda: worker.claim(settlement.operation_id))
+    refund_order(settlement.order_id)  # while the worker is calling the panel
+    disable = refund_disable(settlement.order_id)
+    run_operation(disable.id)  # waits: the create is at the panel
+    assert op(disable.id).status == "pending" and panel.stats()["writes_applied"] == {}
+    retry_serializable(lambda: worker.record(claim, worker.call(claim)))
+    username = subscription_of(settlement).remote_username
+    assert panel.user(username)["status"] == "ACTIVE"
+    run_operation(disable.id)
+    assert op(disable.id).status == "succeeded"
+    assert panel.user(username)["status"] == "DISABLED"
+    assert Order.get_by_id(settlement.order_id).status == "refunded"
+    assert Entitlement.get_by_id(settlement.entitlement_id).status == "disabled"
+
+
+def test_a_refund_after_a_create_whose_answer_was_lost_keeps_the_user_it_made_disabled(panel):
+    settlement = settle()
+    panel.set_faults(lost_response_rate=1.0, routes=["POST /api/users"])
+    run_operation(settlement.operation_id)  # the user was made; the answer never came
+    panel.clear_faults()
+    refund_order(settlement.order_id)
+    disable = refund_disable(settlement.order_id)
+    run_operation(disable.id)  # waits for the create, which may have provisioned the user
+    assert op(disable.id).status == "pending"
+    run_operation(settlement.operation_id)
+    username = username_for(subscription_of(settlement).id)
+    assert panel.user(username)["status"] == "DISABLED"
+    assert op(settlement.operation_id).status == "succeeded"
+    run_operation(disable.id)
+    assert op(disable.id).status == "succeeded"
+    assert panel.user(username)["status"] == "DISABLED" and len(panel.users()) == 1
+    assert Order.get_by_id(settlement.order_id).status == "refunded"
+
+
+def test_a_refund_after_a_failed_create_that_made_nothing_supersedes_the_entitlement(panel):
+    settlement = settle()
+    panel.set_faults(fail_rate=1.0, routes=["POST /api/users"])
+    run_operation(settlement.operation_id)
+    panel.clear_faults()
+    refund_order(settlement.order_id)
+    disable = refund_disable(settlement.order_id)
+    run_operation(settlement.operation_id)
+    operation = op(settlement.operation_id)
+    assert (operation.status, operation.last_error_code) == ("cancelled", rules.ORDER_REFUNDED)
+    assert Entitlement.get_by_id(settlement.entitlement_id).status == "superseded"
+    run_operation(disable.id)
+    assert (op(disable.id).status, op(disable.id).last_error_code) == ("cancelled", rules.ENTITLEMENT_SUPERSEDED)
+    assert panel.users() == []
 
 
 def test_operation_of_a_superseded_entitlement_is_cancelled_without_a_notice(panel):
@@ -513,7 +630,7 @@ def test_each_operator_operation_is_applied_through_the_pipeline(panel, operatio
         "enable": lambda u: u["status"] == "ACTIVE",
         "disable": lambda u: u["status"] == "DISABLED",
         "reset_traffic": lambda u: u["userTraffic"]["usedTrafficBytes"] == 0,
-        "set_limits": lambda u: u["hwidDeviceLimit"] is None and u["trafficLimitBytes"] == 0,
+        "set_limits": lambda u: u["hwidDeviceLimit"] == 0 and u["trafficLimitBytes"] == 0,
         "set_squads": lambda u: [s["uuid"] for s in u["activeInternalSquads"]] == [commerce.SQUAD_B],
         "extend": lambda u: u["expireAt"].startswith(
             (kwargs.get("ends_at", utcnow()) + datetime.timedelta(hours=24)).isoformat(timespec="seconds")

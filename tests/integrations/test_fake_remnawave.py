@@ -62,7 +62,7 @@ def test_full_user_lifecycle_through_the_adapter(panel, client):
 
     created = client.create_user(username, later(30), 0, None, squads)
     assert (created.username, created.status, created.traffic_limit_bytes) == (username, "ACTIVE", 0)
-    assert created.hwid_device_limit is None and created.squad_uuids == tuple(squads)
+    assert created.hwid_device_limit == 0 and created.squad_uuids == tuple(squads)
     assert created.subscription_url.endswith(f"/api/sub/{created.short_uuid}")
     assert client.get_user_by_username(username) == created
     assert client.get_user(created.id) == created
@@ -82,8 +82,8 @@ def test_full_user_lifecycle_through_the_adapter(panel, client):
     assert client.enable_user(created.id).status == "ACTIVE"  # A030: already enabled is success
 
     unlimited = client.update_user(created.id, later(90), 0, None, [])
-    assert (unlimited.traffic_limit_bytes, unlimited.hwid_device_limit, unlimited.squad_uuids) == (0, None, ())
-    assert panel.user(username)["hwidDeviceLimit"] is None
+    assert (unlimited.traffic_limit_bytes, unlimited.hwid_device_limit, unlimited.squad_uuids) == (0, 0, ())
+    assert panel.user(username)["hwidDeviceLimit"] == 0
 
     client.delete_user(created.id)
     assert client.get_user(created.id) is None
@@ -185,10 +185,44 @@ def test_a_taken_username_is_a019_and_a_missing_user_is_a404(panel, client):
     assert api(panel, "DELETE", "/api/users/999").json()["errorCode"] == "A025"
 
 
-def test_an_unlimited_create_is_stored_without_device_limit_and_with_zero_traffic(panel, client):
+def test_an_unlimited_create_is_stored_with_zero_for_both_limits_and_enforces_no_device_limit(panel, client):
     client.create_user("omniflow_unlimited", later(), 0, None, [])
     stored = panel.user("omniflow_unlimited")
-    assert (stored["trafficLimitBytes"], stored["hwidDeviceLimit"]) == (0, None)
+    assert (stored["trafficLimitBytes"], stored["hwidDeviceLimit"]) == (0, 0)
+    assert panel.effective_device_limit("omniflow_unlimited") is None
+
+
+def test_a_null_device_limit_is_the_panels_fallback_limit_as_on_the_real_panel(panel):
+    """The panel's checkHwidDeviceLimit: 0 is no limit, null or absent is HWID_FALLBACK_DEVICE_LIMIT."""
+    created = api(panel, "POST", "/api/users", {"username": "omniflow_absent", "expireAt": "2031-01-01T00:00:00Z"})
+    assert created.status_code == 201
+    assert panel.user("omniflow_absent")["hwidDeviceLimit"] is None
+    assert panel.effective_device_limit("omniflow_absent") == panel.fallback_device_limit
+    user_id = created.json()["response"]["id"]
+    assert api(panel, "PATCH", "/api/users", {"id": user_id, "hwidDeviceLimit": 4}).status_code == 200
+    assert panel.effective_device_limit("omniflow_absent") == 4
+    assert api(panel, "PATCH", "/api/users", {"id": user_id, "hwidDeviceLimit": None}).status_code == 200
+    assert panel.effective_device_limit("omniflow_absent") == panel.fallback_device_limit
+    assert FakeRemnawave(fallback_device_limit=5).fallback_device_limit == 5
+
+
+def test_requests_about_one_user_are_timed_in_order_of_arrival(panel, client):
+    created = client.create_user("omniflow_timed", later(), 0, None, [])
+    client.get_user(created.id)
+    client.update_user(created.id, later(40), 0, 2, [])
+    client.disable_user(created.id)
+    client.get_user_by_username("omniflow_other")
+    timeline = panel.requests_of("omniflow_timed")
+    assert [entry["route"] for entry in timeline] == [
+        ROUTE_CREATE,
+        "GET /api/users/{id}",
+        "PATCH /api/users",
+        "POST /api/users/{id}/actions/disable",
+    ]
+    assert all(entry["arrived"] <= entry["done"] for entry in timeline)
+    assert all(a["done"] <= b["arrived"] for a, b in zip(timeline, timeline[1:]))
+    other = panel.requests_of("omniflow_other")
+    assert [entry["route"] for entry in other] == ["GET /api/users/by-username/{username}"]
 
 
 # --- faults --------------------------------------------------------------------
@@ -200,7 +234,7 @@ def test_an_unlimited_create_is_stored_without_device_limit_and_with_zero_traffi
         ("fail_rate", "remnawave_http_500", None, 500),
         ("drop_rate", REMNAWAVE_UNAVAILABLE, "transport", None),
         ("oversized_rate", REMNAWAVE_UNAVAILABLE, "oversized", 200),
-        ("redirect_rate", REMNAWAVE_UNAVAILABLE, "redirect", 302),
+        ("redirect_rate", "remnawave_http_302", "redirect", 302),
         ("timeout_rate", REMNAWAVE_UNAVAILABLE, "timeout", None),
     ],
 )

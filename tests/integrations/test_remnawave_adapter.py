@@ -172,11 +172,11 @@ def test_connection_errors_are_unavailable(client, panel):
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308])
-def test_redirects_are_not_followed_and_are_unavailable(client, panel, status):
+def test_redirects_are_not_followed_and_are_classified_by_their_status(client, panel, status):
     panel.post(f"{BASE}/api/users", status=status, headers={"Location": "https://elsewhere.example.test/api/users"})
     elsewhere = panel.post("https://elsewhere.example.test/api/users", json=user_json())
     error = raised(client.create_user, "omniflow_abc", EXPIRE_AT, 0, None, [])
-    assert (error.code, error.status, error.detail) == (REMNAWAVE_UNAVAILABLE, status, "redirect")
+    assert (error.code, error.status, error.detail) == (f"remnawave_http_{status}", status, "redirect")
     assert elsewhere.call_count == 0  # the token never went to the other host
     assert len(panel.calls) == 1
 
@@ -269,16 +269,15 @@ def test_forwarded_for_is_configurable(panel):
     assert panel.calls[0].request.headers["x-forwarded-for"] == "10.1.2.3"
 
 
-def test_unlimited_create_omits_hwid_device_limit_and_sends_zero_traffic(client, panel):
+def test_unlimited_create_sends_zero_for_both_limits(client, panel):
     create = panel.post(f"{BASE}/api/users", status=201, json=user_json())
     client.create_user("omniflow_abc", EXPIRE_AT, 0, None, [])
     body = sent_json(create.calls[0])
-    assert "hwidDeviceLimit" not in body
-    assert body["trafficLimitBytes"] == 0
     assert body == {
         "username": "omniflow_abc",
         "expireAt": "2031-05-17T12:30:45.123Z",
         "trafficLimitBytes": 0,
+        "hwidDeviceLimit": 0,
         "activeInternalSquads": [],
     }
 
@@ -292,17 +291,15 @@ def test_limited_create_sends_both_limits_and_the_squads(client, panel):
     assert body["activeInternalSquads"] == [SQUAD_A, SQUAD_B]
 
 
-def test_unlimited_update_sends_null_hwid_device_limit_and_zero_traffic(client, panel):
+def test_unlimited_update_sends_zero_for_both_limits_never_null(client, panel):
     update = panel.patch(f"{BASE}/api/users", json=user_json())
     client.update_user(42, EXPIRE_AT, 0, None, [SQUAD_A])
     body = sent_json(update.calls[0])
-    assert "hwidDeviceLimit" in body and body["hwidDeviceLimit"] is None
-    assert body["trafficLimitBytes"] == 0
     assert body == {
         "id": 42,
         "expireAt": "2031-05-17T12:30:45.123Z",
         "trafficLimitBytes": 0,
-        "hwidDeviceLimit": None,
+        "hwidDeviceLimit": 0,
         "activeInternalSquads": [SQUAD_A],
     }
 
@@ -409,6 +406,7 @@ def test_the_token_is_in_no_exception_message_or_repr(client, panel):
     errors = every_failure(client, panel)
     assert {error.code for error in errors} == {
         "remnawave_http_500",
+        "remnawave_http_302",
         REMNAWAVE_UNAVAILABLE,
         REMOTE_USER_NOT_FOUND,
         "remnawave_http_401",

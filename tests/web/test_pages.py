@@ -14,6 +14,7 @@ from models.fulfillment import EntitlementDrift, FulfillmentHistory, Fulfillment
 from models.jobs import Job
 from ops.records import emit_event
 from tests.web import test_panel_api as api
+from web.pages import drift_value
 
 ROOT = Path(__file__).resolve().parents[2]
 NAVIGATION = ["Operations", "Drift", "Outbox", "Queue"]
@@ -125,3 +126,10 @@ def test_no_page_shows_a_subscription_link_squad_ids_a_token_or_a_summary(web):
         assert answer.status_code == 200
         for secret in (api.SUBSCRIPTION_URL, api.SQUAD_UUID, api.BEARER, "leaky-token-value"):
             assert secret not in answer.text, (answer.url, secret)
+
+
+def test_a_device_limit_drift_tells_the_panels_null_from_its_zero():
+    assert drift_value("device_limit", json.dumps({"value": 0})) == "unlimited"
+    assert drift_value("device_limit", json.dumps({"value": None})) == "panel fallback"
+    assert drift_value("device_limit", json.dumps({"value": 3})) == "3"
+    assert drift_value("traffic", json.dumps({"value": None})) == "unlimited"

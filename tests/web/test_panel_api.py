@@ -511,9 +511,66 @@ def test_extend_and_set_limits_carry_their_parameters(web):
     )
     assert answer.status_code == 202
     limits = {"operation": "set_limits", "requestId": "r2", "trafficLimitBytes": None, "deviceLimit": 5}
-    assert change(web, headers, customer_id, subscription_id, limits).status_code == 202
+    limited = change(web, headers, customer_id, subscription_id, limits)
+    assert limited.status_code == 202
+    desired = json.loads(FulfillmentOperation.get_by_id(limited.json()["operationId"]).desired_state)
+    assert (desired["trafficAllowanceBytes"], desired["deviceLimit"]) == (None, 5)
+    extended = json.loads(FulfillmentOperation.get_by_id(answer.json()["operationId"]).desired_state)
+    assert extended["endsAt"].startswith(later[:19])
+    # Queued is not applied: the entitlement changes when the panel has the change (SPEC 2.19).
     entitlement = Entitlement.get(Entitlement.subscription == subscription_id)
-    assert (entitlement.traffic_allowance_bytes, entitlement.device_limit) == (None, 5)
+    assert (entitlement.traffic_allowance_bytes, entitlement.device_limit) == (100 * commerce.GIB, 3)
+    assert entitlement.ends_at < datetime.datetime.fromisoformat(later[:19])
+
+
+def test_replaying_an_extend_returns_the_first_operation_even_once_it_was_applied(web):
+    headers = {**session_of(web), **REASON}
+    customer_id, subscription_id = provisioned()
+    ends_at = (utcnow() + datetime.timedelta(days=90)).replace(microsecond=0)
+    body = {"operation": "extend", "requestId": "form-3", "endsAt": ends_at.isoformat() + "Z"}
+    first = change(web, headers, customer_id, subscription_id, body)
+    assert first.status_code == 202
+    again = change(web, headers, customer_id, subscription_id, body)
+    assert (again.status_code, again.json()["operationId"]) == (202, first.json()["operationId"])
+    # Applied: the entitlement now ends at endsAt, which a new extend could not ask for.
+    Entitlement.update(ends_at=ends_at).where(Entitlement.subscription == subscription_id).execute()
+    applied = change(web, headers, customer_id, subscription_id, body)
+    assert (applied.status_code, applied.json()["operationId"]) == (202, first.json()["operationId"])
+    earlier = {**body, "endsAt": (ends_at - datetime.timedelta(days=1)).isoformat() + "Z"}
+    assert_problem(change(web, headers, customer_id, subscription_id, earlier), 409, "idempotency_key_reused")
+    assert FulfillmentOperation.select().where(FulfillmentOperation.operation == "extend").count() == 1
+    assert AuditEvent.select().where(AuditEvent.action == "panel.subscription.extend").count() == 1
+
+
+@pytest.mark.parametrize(
+    "body, other",
+    [
+        ({"operation": "set_limits", "deviceLimit": 5}, {"deviceLimit": 6}),
+        ({"operation": "set_squads", "squadIds": [SQUAD_UUID]}, {"squadIds": []}),
+        ({"operation": "disable"}, None),
+        ({"operation": "enable"}, None),
+        ({"operation": "reset_traffic"}, None),
+    ],
+    ids=["set_limits", "set_squads", "disable", "enable", "reset_traffic"],
+)
+def test_every_change_replayed_returns_its_first_operation_and_other_parameters_are_a_409(web, body, other):
+    headers = {**session_of(web), **REASON}
+    customer_id, subscription_id = provisioned()
+    body = {**body, "requestId": "form-4"}
+    first = change(web, headers, customer_id, subscription_id, body)
+    assert first.status_code == 202
+    # The entitlement moves on meanwhile (another change applied): the replay is still the same request.
+    entitlement = Entitlement.get(Entitlement.subscription == subscription_id)
+    Entitlement.update(ends_at=entitlement.ends_at + datetime.timedelta(days=7)).where(
+        Entitlement.id == entitlement.id
+    ).execute()
+    again = change(web, headers, customer_id, subscription_id, body)
+    assert (again.status_code, again.json()["operationId"]) == (202, first.json()["operationId"])
+    if other is not None:
+        assert_problem(
+            change(web, headers, customer_id, subscription_id, {**body, **other}), 409, "idempotency_key_reused"
+        )
+    assert FulfillmentOperation.select().where(FulfillmentOperation.operation == body["operation"]).count() == 1
 
 
 @pytest.mark.parametrize(
