@@ -195,26 +195,31 @@ def job_sql():
 
 
 def write_outcomes(sql, batch):
-    """One transaction: completions grouped per worker id, other outcomes row by row."""
+    """One transaction: completions grouped per worker id and attempt, other outcomes row by row.
+
+    Writing a batch again (its COMMIT's answer was lost) changes nothing: each
+    write is guarded by the worker and attempt that ran the job (sql.py).
+    """
     now = utcnow()
     completed = {}
     with db.atomic():
         for job, outcome in batch:
             if outcome.state == COMPLETED:
-                completed.setdefault(job.worker_id, []).append(job.id)
+                completed.setdefault((job.worker_id, job.attempt), []).append(job.id)
             else:
                 sql.finish(
                     job.id,
                     job.worker_id,
+                    job.attempt,
                     outcome.state,
                     outcome.scheduled_at,
                     outcome.finalized_at,
                     outcome.errors,
                     outcome.attempt_delta,
                 )
-        for worker_id, ids in completed.items():
+        for (worker_id, attempt), ids in completed.items():
             for start in range(0, len(ids), MAX_FLUSH_ROWS):
-                sql.complete(ids[start : start + MAX_FLUSH_ROWS], worker_id, now)
+                sql.complete(ids[start : start + MAX_FLUSH_ROWS], worker_id, attempt, now)
 
 
 class Completer(threading.Thread):

@@ -120,7 +120,7 @@ class Maintenance:
                 reason = f"timed out after {context.timeout_s}s"
                 context.cancel(reason)
                 errors = append_error(job.error_list, error_entry(job.attempt, reason))
-                self.sql.cancel_running(job.id, job.worker_id, now, errors)
+                self.sql.cancel_running(job.id, job.worker_id, job.attempt, now, errors)
                 logger.warning("job run cancelled: timeout", extra={"job_id": job.id, "kind": job.kind})
         still = [context for context in running if not context.cancelled]
         if still:
