@@ -20,6 +20,7 @@ import time
 
 from jobs.engine.client import append_error, error_entry
 from jobs.engine.kinds import PERIODIC_KIND
+from jobs.engine.outage import report_failure
 from jobs.engine.states import CANCELLED, COMPLETED, DISCARDED, RETRYABLE, RUNNING
 from models.base import db, utcnow
 
@@ -78,8 +79,10 @@ class Maintenance:
             return
         try:
             action()
-        except Exception:
-            logger.exception("queue maintenance step failed", extra={"task": name})
+        except Exception as error:
+            # The step runs again at its next turn, through a fresh connection
+            # if the server cut this one; an outage logs once, not every turn.
+            report_failure(logger, "queue maintenance step failed", error, task=name)
 
     # -- every worker ------------------------------------------------------------
 

@@ -8,18 +8,7 @@ from peewee import OperationalError
 
 from config.database import PostgresDatabase, server_name, unanswered_for
 from models.base import db
-from tests.support import backends
 from tests.support.cut import cut_this_threads_connection
-
-
-@pytest.fixture
-def pg_database(pg_url):
-    bound = backends.bind(pg_url)
-    backends.truncate(bound)
-    yield bound
-    if not bound.is_closed():
-        bound.close()
-    bound.close_all()
 
 
 def test_a_connection_the_server_cut_is_replaced_before_the_next_statement(pg_database):
