@@ -1,22 +1,28 @@
 """SPEC 1 (issue 9, 5a), the engine in this process: outcomes the completer
 could not write are kept and written once the database answers, a late
 outcome never touches a later attempt of the same job, and the LISTEN
-connection re-listens after the server cut it; a loop's failure is one line
-when the database did not answer, a traceback when something else broke."""
+connection re-listens after the server cut it, a leader back from an outage
+declares nobody dead on heartbeats that lapsed during it; a loop's failure is
+one line when the database did not answer, a traceback when something else
+broke."""
 
+import datetime
 import logging
 import threading
+from types import SimpleNamespace
 
 from peewee import OperationalError
 
-from jobs import insert
+from jobs import huey, insert
+from jobs.engine import maintenance as maintenance_module
 from jobs.engine import notifier
 from jobs.engine.executor import ClaimedJob, Completer, Outcome, job_sql, write_outcomes
+from jobs.engine.maintenance import WORKER_STALE_AFTER_S, Maintenance
 from jobs.engine.notifier import PostgresListener
 from jobs.engine.outage import report_failure
 from jobs.engine.states import COMPLETED, RETRYABLE
 from models.base import db, utcnow
-from models.jobs import Job
+from models.jobs import Job, JobWorker
 from tests.support.cut import backend_pids, cut_this_threads_connection, terminate
 from tests.support.processes import wait_for
 
@@ -98,3 +104,35 @@ def test_a_failure_that_is_not_the_database_keeps_its_traceback_and_a_database_o
             report_failure(log, "queue maintenance step failed", bug, task="rescue")
         report_failure(log, "queue maintenance step failed", OperationalError("server closed"), task="rescue")
     assert [record.exc_info is not None for record in caplog.records] == [True, False]
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self):
+        return self.now
+
+
+def test_a_leader_back_from_an_outage_declares_nobody_dead_until_heartbeats_had_time_to_resume(database, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(maintenance_module, "time", clock)
+    leader = Maintenance(huey, SimpleNamespace(worker_id="worker-a", runner=huey.runner), register=lambda: None)
+    sql = job_sql()
+    silent_since = utcnow() - datetime.timedelta(seconds=WORKER_STALE_AFTER_S + 30)
+    sql.register_worker("worker-b", "host", 1, "critical:16", silent_since)
+    job_id = insert("t_record", {"n": 1}).job_id
+    claim("worker-b")
+
+    def unreachable():
+        raise OperationalError("connection to server failed: Connection refused")
+
+    leader._step("heartbeat", 0, unreachable)
+    clock.now += WORKER_STALE_AFTER_S - 1
+    leader.rescue()
+    assert Job.get_by_id(job_id).state == "running", "rescued on heartbeats that lapsed while the leader was cut off"
+    assert JobWorker.get_or_none(JobWorker.id == "worker-b") is not None
+
+    clock.now += 2
+    leader.rescue()
+    assert Job.get_by_id(job_id).state == "retryable"
