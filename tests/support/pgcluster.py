@@ -59,7 +59,11 @@ class OwnCluster:
             os.chown(self.base, account.pw_uid, account.pw_gid)
         self.data = os.path.join(self.base, "data")
         self.log = os.path.join(self.base, "server.log")
-        self._run("initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+        try:
+            self._run("initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+        except BaseException:
+            shutil.rmtree(self.base, ignore_errors=True)
+            raise
 
     def _run(self, tool, *args):
         command = [os.path.join(self.bin_dir, tool), *args]
