@@ -1,18 +1,25 @@
 """Open the database named by the settings and bind `models.db` to it.
 
 PostgreSQL gets a connection pool (threads of one process share it) whose
-transactions spend as few round trips as they can (see PostgresDatabase);
-SQLite gets WAL, a busy timeout and IMMEDIATE transactions, so a transaction that
-reads and then writes takes the write lock up front instead of failing with
-"database is locked" halfway through.
+transactions spend as few round trips as they can, and which outlives a
+server restart (see PostgresDatabase); SQLite gets WAL, a busy timeout and
+IMMEDIATE transactions, so a transaction that reads and then writes takes the
+write lock up front instead of failing with "database is locked" halfway
+through.
 """
 
+import logging
 import os
+import threading
+import time
 
-from peewee import PostgresqlDatabase, SqliteDatabase
+from peewee import InterfaceError, OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.pool import PooledPostgresqlDatabase
 
+from config.logging import log_repeated
 from models.base import db
+
+logger = logging.getLogger("omniflow.database")
 
 SQLITE_BUSY_TIMEOUT_S = 30
 SQLITE_PRAGMAS = (
@@ -34,7 +41,21 @@ class PostgresDatabase(PooledPostgresqlDatabase):
     next statement, or with the COMMIT. A transaction that sent nothing sends
     no COMMIT either. The statements still run in order, on the server, in
     one transaction; an error in any of them fails the call that sent them.
+
+    A connection the server cut (a restart, a failover) is dropped by the
+    thread that holds it before its next statement or transaction, never in
+    the middle of a transaction, so that thread reconnects instead of failing
+    with "connection already closed" forever. The pool already checks idle
+    connections before handing them out. The database also keeps the time
+    since statements started failing for want of a connection with none
+    answered since: `unanswered_for()`.
     """
+
+    def __init__(self, *args, **kwargs):
+        self._outage_lock = threading.Lock()
+        self._unanswered_since = None
+        self._outage_logged = False
+        super().__init__(*args, **kwargs)
 
     def begin(self, isolation_level=None):
         level = self._isolation_level if isolation_level is None else isolation_level
@@ -42,7 +63,12 @@ class PostgresDatabase(PooledPostgresqlDatabase):
             begin = "BEGIN TRANSACTION ISOLATION LEVEL %s" % self._adapter.isolation_level_str(level)
         else:
             begin = "BEGIN"
-        self.connection()  # open (or take from the pool) now: opening resets the transaction stack
+        self._drop_lost_connection()
+        try:
+            self.connection()  # open (or take from the pool) now: opening resets the transaction stack
+        except OperationalError as error:
+            self._unanswered(error)
+            raise
         self._state.unsent = [(begin, None)]
 
     def defer(self, statements):
@@ -57,7 +83,17 @@ class PostgresDatabase(PooledPostgresqlDatabase):
         unsent = self._take_unsent()
         if unsent:
             sql, params = _joined(unsent + [(sql, params)])
-        return super().execute_sql(sql, params)
+        elif not self.in_transaction():
+            self._drop_lost_connection()
+        try:
+            cursor = super().execute_sql(sql, params)
+        except (InterfaceError, OperationalError) as error:
+            if self._connection_lost():
+                self._unanswered(error)
+            raise
+        if self._unanswered_since is not None:
+            self._answered_again()
+        return cursor
 
     def commit(self):
         unsent = self._take_unsent()
@@ -72,6 +108,8 @@ class PostgresDatabase(PooledPostgresqlDatabase):
         unsent = self._take_unsent()
         if unsent and unsent[0][0].startswith("BEGIN"):
             return  # the transaction never reached the server
+        if self._connection_lost():
+            return  # the server ended the transaction with the connection
         return super().rollback()
 
     def _unsent(self):
@@ -90,6 +128,38 @@ class PostgresDatabase(PooledPostgresqlDatabase):
     def close(self):
         self._state.unsent = None
         return super().close()
+
+    # -- connections the server cut --------------------------------------------
+
+    def _connection_lost(self):
+        """This thread has no working connection: none could be opened, or the server cut it."""
+        return self._state.closed or self._state.conn.closed != 0
+
+    def _drop_lost_connection(self):
+        if not self._state.closed and self._state.conn.closed != 0:
+            self.close()  # the pool sees it cannot be reused and discards it
+
+    def _unanswered(self, error):
+        with self._outage_lock:
+            if self._unanswered_since is not None:
+                return
+            self._unanswered_since = time.monotonic()
+        # Rate-limited: a server refusing some connections (too many clients)
+        # alternates failures and answers without ever being down.
+        logged = log_repeated(logger, logging.WARNING, "database not answering; statements reconnect", error=error)
+        self._outage_logged = logged
+
+    def _answered_again(self):
+        with self._outage_lock:
+            since, self._unanswered_since = self._unanswered_since, None
+        if since is not None and self._outage_logged:
+            self._outage_logged = False
+            logger.warning(f"database answering again after {time.monotonic() - since:.1f} s")
+
+    def unanswered_for(self):
+        """Seconds since statements started failing for want of a connection, none answered since (else 0)."""
+        since = self._unanswered_since
+        return time.monotonic() - since if since is not None else 0.0
 
 
 def _joined(statements):
@@ -133,3 +203,27 @@ def bind_database(target, pool_size=10):
 
 def is_postgres(database=None):
     return isinstance(database or db.obj, PostgresqlDatabase)
+
+
+def unanswered_for(database=None):
+    """How long the database has not answered this process (seconds; a SQLite file always answers)."""
+    database = database or db.obj
+    return database.unanswered_for() if isinstance(database, PostgresDatabase) else 0.0
+
+
+def server_name(database=None):
+    """`host:port/dbname` of a PostgreSQL database, or the SQLite file: for messages, never with a password."""
+    database = database or db.obj
+    if not isinstance(database, PostgresqlDatabase):
+        return database.database
+    from psycopg2.extensions import parse_dsn
+
+    parts = parse_dsn(database.database)
+    return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+
+
+def is_unavailable(error):
+    """The database did not answer (lost or refused connection, a lock wait), as opposed to a statement being wrong."""
+    import psycopg2
+
+    return isinstance(error, (InterfaceError, OperationalError, psycopg2.InterfaceError, psycopg2.OperationalError))

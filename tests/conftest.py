@@ -75,6 +75,17 @@ def ledger_invariant(database):
 
 
 @pytest.fixture
+def pg_database(pg_url):
+    """models.db bound to the clean PostgreSQL test database, for PostgreSQL-only behaviour."""
+    bound = backends.bind(pg_url)
+    backends.truncate(bound)
+    yield bound
+    if not bound.is_closed():
+        bound.close()
+    bound.close_all()
+
+
+@pytest.fixture
 def workers(database, database_url, tmp_path):
     """Real worker processes against the test database; stopped (and their logs
     printed, so a failure shows them) at the end of the test."""

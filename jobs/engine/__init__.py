@@ -9,6 +9,7 @@ Map of the package (read in this order):
   storage.py     the Huey storage over the same tables (Huey's own contract)
   notifier.py    wake-ups: LISTEN/NOTIFY on PostgreSQL, in-process events
   executor.py    producers (batch claim), the completer (batched outcomes), running a job
+  outage.py      backing off through a database outage, rate-limited failures, the bound
   maintenance.py heartbeat, leader election, periodic enqueue, rescue, cleaner
   huey_app.py    OmniflowHuey and its Consumer/Worker/Scheduler
   metrics.py     omniflow_jobs_total and omniflow_job_duration_seconds

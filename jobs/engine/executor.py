@@ -11,7 +11,8 @@
 - The Completer writes outcomes every FLUSH_INTERVAL_S: all completions of
   one worker in one UPDATE. An outcome not yet written when the process dies
   leaves the job `running`; rescue makes it run again (jobs are idempotent),
-  it is never lost.
+  it is never lost. Outcomes it cannot write (the database is not answering)
+  stay with it and are written once it answers (see outage.py).
 """
 
 import datetime
@@ -31,6 +32,7 @@ from config.database import is_postgres
 from jobs.engine import metrics, notifier
 from jobs.engine.client import append_error, error_entry
 from jobs.engine.kinds import PERIODIC_KIND
+from jobs.engine.outage import Backoff, report_failure
 from jobs.engine.states import AVAILABLE, CANCELLED, COMPLETED, DISCARDED, RETRYABLE, SCHEDULED
 from models.base import db, utcnow
 
@@ -195,26 +197,31 @@ def job_sql():
 
 
 def write_outcomes(sql, batch):
-    """One transaction: completions grouped per worker id, other outcomes row by row."""
+    """One transaction: completions grouped per worker id and attempt, other outcomes row by row.
+
+    Writing a batch again (its COMMIT's answer was lost) changes nothing: each
+    write is guarded by the worker and attempt that ran the job (sql.py).
+    """
     now = utcnow()
     completed = {}
     with db.atomic():
         for job, outcome in batch:
             if outcome.state == COMPLETED:
-                completed.setdefault(job.worker_id, []).append(job.id)
+                completed.setdefault((job.worker_id, job.attempt), []).append(job.id)
             else:
                 sql.finish(
                     job.id,
                     job.worker_id,
+                    job.attempt,
                     outcome.state,
                     outcome.scheduled_at,
                     outcome.finalized_at,
                     outcome.errors,
                     outcome.attempt_delta,
                 )
-        for worker_id, ids in completed.items():
+        for (worker_id, attempt), ids in completed.items():
             for start in range(0, len(ids), MAX_FLUSH_ROWS):
-                sql.complete(ids[start : start + MAX_FLUSH_ROWS], worker_id, now)
+                sql.complete(ids[start : start + MAX_FLUSH_ROWS], worker_id, attempt, now)
 
 
 class Completer(threading.Thread):
@@ -232,12 +239,18 @@ class Completer(threading.Thread):
                 self._flush_now.set()
 
     def run(self):
+        backoff = Backoff()
         while not self.stop_event.is_set():
             self._flush_now.wait(FLUSH_INTERVAL_S)
             self._flush_now.clear()
-            self.flush()
+            if self.flush():
+                backoff.reset()
+            else:
+                # Not at the pace of finished jobs: the outcomes are safe here.
+                self.stop_event.wait(backoff.next())
 
     def flush(self):
+        """Write what is pending; on failure keep it, in order, for the next flush."""
         with self._lock:
             batch, self._pending = self._pending, []
         if not batch:
@@ -245,8 +258,8 @@ class Completer(threading.Thread):
         try:
             write_outcomes(job_sql(), batch)
             return True
-        except Exception:
-            logger.exception("could not record job outcomes; will retry", extra={"count": len(batch)})
+        except Exception as error:
+            report_failure(logger, "could not record job outcomes; keeping them to retry", error)
             with self._lock:
                 self._pending = batch + self._pending
             return False
@@ -317,6 +330,7 @@ class Producer(threading.Thread):
         sql = job_sql()
         postgres = sql.is_postgres
         poll = POLL_INTERVAL_POSTGRES_S if postgres else POLL_INTERVAL_SQLITE_S
+        backoff = Backoff()
         try:
             while True:
                 with self._lock:
@@ -328,10 +342,12 @@ class Producer(threading.Thread):
                 self._wake.clear()
                 try:
                     rows = sql.claim(self.queue, want, self.executor.worker_id, utcnow())
-                except Exception:
-                    logger.exception("claiming jobs failed", extra={"queue": self.queue})
-                    self._wake.wait(min(5.0, poll * 20))
+                except Exception as error:
+                    report_failure(logger, "claiming jobs failed; retrying", error, queue=self.queue)
+                    # The notification channel coming back wakes this wait early.
+                    self._wake.wait(backoff.next())
                     continue
+                backoff.reset()
                 if rows:
                     jobs = [ClaimedJob.from_row(row, self.executor.worker_id, sql) for row in rows]
                     with self._lock:
@@ -347,10 +363,16 @@ class Producer(threading.Thread):
                 while not self._stopping:
                     if self._wake.wait(poll):
                         break
-                    if postgres or sql.has_due(self.queue, utcnow()):
+                    if postgres or self._has_due(sql):
                         break
         finally:
             notifier.unsubscribe(self.queue, self._wake)
+
+    def _has_due(self, sql):
+        try:
+            return sql.has_due(self.queue, utcnow())
+        except Exception:
+            return True  # let the claim try: it reports the failure and backs off
 
 
 class JobRunner:

@@ -8,8 +8,9 @@
   enqueues the pass as a `periodic_task` job once per interval.
 - `huey.create_consumer()` (what `python omniflow.py worker` runs) is
   Huey's Consumer with one thread per queue slot (critical 16, default 8,
-  bulk 4), a maintenance scheduler instead of Huey's minute ticker, and a
-  graceful shutdown on SIGTERM as well as SIGINT.
+  bulk 4), a maintenance scheduler instead of Huey's minute ticker, a
+  graceful shutdown on SIGTERM as well as SIGINT, and an exit when the
+  database stays unreachable (outage.py).
 - Plain `@huey.task()` functions keep Huey's own semantics (see storage.py).
 """
 
@@ -27,7 +28,7 @@ from huey.consumer import Consumer, Scheduler, Worker, WorkerRecycle
 from huey.exceptions import ConfigurationError
 
 from jobs.engine.client import JobClient
-from jobs.engine.executor import Executor, JobRunner, SyncRecorder, UnrunnableTask
+from jobs.engine.executor import Executor, JobRunner, SyncRecorder, UnrunnableTask, release_connection
 from jobs.engine.kinds import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
@@ -39,6 +40,7 @@ from jobs.engine.kinds import (
     river_backoff,
 )
 from jobs.engine.maintenance import Maintenance
+from jobs.engine.outage import give_up_if_unreachable, outage_limit_s
 from jobs.engine.storage import JobStorage
 from models.base import utcnow
 
@@ -274,6 +276,7 @@ class OmniflowConsumer(Consumer):
         self._signal_actions[signal.SIGINT] = (False, True)
         self._signal_actions[signal.SIGTERM] = (False, True)
         self._cleaned_up = False
+        self.outage_limit_s = outage_limit_s()
 
     @property
     def worker_id(self):
@@ -300,6 +303,12 @@ class OmniflowConsumer(Consumer):
             periodic=False,
             maintenance=self.maintenance,
         )
+
+    def loop(self, health_check_ts=None):
+        # While the worker runs this thread sends no statements, so no stuck
+        # one keeps it from noticing the database stopped answering the others.
+        give_up_if_unreachable(self.outage_limit_s)
+        return super().loop(health_check_ts)
 
     def check_worker_health(self):
         # A replacement worker serves the queue of the one that died.
@@ -341,6 +350,10 @@ class OmniflowConsumer(Consumer):
             return
         self._cleaned_up = True
         try:
+            # This thread's connection has sat idle since start-up; handed
+            # back, the pool checks it before the bookkeeping below (a server
+            # restart meanwhile would have cut it).
+            release_connection()
             self.executor.shutdown()
             self.maintenance.resign()
             self.huey.client.sql.deregister_worker(self.executor.worker_id)

@@ -10,7 +10,9 @@ fixed one hour): a dead worker's jobs are rescued at most
 WORKER_STALE_AFTER_S + RESCUE_INTERVAL_S after its last heartbeat (40 s),
 and a dead leader is replaced within LEADER_TTL_S + ELECT_INTERVAL_S (20 s).
 A live worker keeps heartbeating however long its jobs run, so they are
-never rescued under it.
+never rescued under it. A leader that could not reach the database itself
+rescues nobody until it has been back for WORKER_STALE_AFTER_S: heartbeats
+that lapsed during that outage (its own included) say nothing about who died.
 """
 
 import datetime
@@ -18,8 +20,10 @@ import json
 import logging
 import time
 
+from config.database import is_unavailable
 from jobs.engine.client import append_error, error_entry
 from jobs.engine.kinds import PERIODIC_KIND
+from jobs.engine.outage import report_failure
 from jobs.engine.states import CANCELLED, COMPLETED, DISCARDED, RETRYABLE, RUNNING
 from models.base import db, utcnow
 
@@ -52,6 +56,7 @@ class Maintenance:
         self.is_leader = False
         self._last_runs = None
         self._next = {}
+        self._unreachable_at = None  # monotonic time of the last step the database did not answer
 
     @property
     def sql(self):
@@ -78,8 +83,12 @@ class Maintenance:
             return
         try:
             action()
-        except Exception:
-            logger.exception("queue maintenance step failed", extra={"task": name})
+        except Exception as error:
+            # The step runs again at its next turn, through a fresh connection
+            # if the server cut this one; an outage logs once, not every turn.
+            if is_unavailable(error):
+                self._unreachable_at = time.monotonic()
+            report_failure(logger, "queue maintenance step failed", error, task=name)
 
     # -- every worker ------------------------------------------------------------
 
@@ -120,7 +129,7 @@ class Maintenance:
                 reason = f"timed out after {context.timeout_s}s"
                 context.cancel(reason)
                 errors = append_error(job.error_list, error_entry(job.attempt, reason))
-                self.sql.cancel_running(job.id, job.worker_id, now, errors)
+                self.sql.cancel_running(job.id, job.worker_id, job.attempt, now, errors)
                 logger.warning("job run cancelled: timeout", extra={"job_id": job.id, "kind": job.kind})
         still = [context for context in running if not context.cancelled]
         if still:
@@ -164,6 +173,8 @@ class Maintenance:
             )
 
     def rescue(self):
+        if self._unreachable_at is not None and time.monotonic() - self._unreachable_at < WORKER_STALE_AFTER_S:
+            return
         now = utcnow()
         self.sql.forget_dead_workers(now - datetime.timedelta(seconds=WORKER_STALE_AFTER_S))
         for job_id, dead_worker, attempt, max_attempts, errors in self.sql.orphaned_jobs(RESCUE_BATCH):

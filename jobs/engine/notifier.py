@@ -10,8 +10,8 @@ such channel, so SQLite producers poll with a short interval instead.
 import logging
 import select
 import threading
-import time
 
+from jobs.engine.outage import Backoff, report_failure
 from jobs.engine.sql import NOTIFY_CHANNEL
 
 logger = logging.getLogger("omniflow.jobs.notifier")
@@ -37,6 +37,13 @@ def wake(queue):
         event.set()
 
 
+def wake_all():
+    with _lock:
+        events = [event for subscribed in _listeners.values() for event in subscribed]
+    for event in events:
+        event.set()
+
+
 class PostgresListener(threading.Thread):
     """LISTEN on a dedicated connection (outside the pool) and wake producers."""
 
@@ -50,7 +57,8 @@ class PostgresListener(threading.Thread):
     def run(self):
         import psycopg2
 
-        backoff = 0.5
+        backoff = Backoff(first=0.5, maximum=10.0)
+        lost = False
         while not self.stop_event.is_set():
             connection = None
             try:
@@ -58,7 +66,12 @@ class PostgresListener(threading.Thread):
                 connection.autocommit = True
                 connection.cursor().execute(f"LISTEN {NOTIFY_CHANNEL}")
                 self.ready.set()
-                backoff = 0.5
+                backoff.reset()
+                if lost:
+                    # Inserts made while the channel was down woke nobody, and
+                    # producers backing off from failed claims can try now.
+                    lost = False
+                    wake_all()
                 while not self.stop_event.is_set():
                     readable, _, _ = select.select([connection], [], [], 0.5)
                     if not readable:
@@ -66,13 +79,13 @@ class PostgresListener(threading.Thread):
                     connection.poll()
                     while connection.notifies:
                         wake(connection.notifies.pop(0).payload)
-            except Exception as exc:
-                # Producers keep polling while the channel is down; say so once per outage.
-                logger.warning(
-                    "job notification channel lost; polling until it is back", extra={"error": type(exc).__name__}
+            except Exception as error:
+                # Producers keep polling while the channel is down.
+                lost = True
+                report_failure(
+                    logger, "job notification channel lost; polling until it is back", error, level=logging.WARNING
                 )
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                self.stop_event.wait(backoff.next())
             finally:
                 if connection is not None:
                     try:

@@ -7,8 +7,11 @@ statement and wakes listeners with pg_notify; SQLite claims inside an
 IMMEDIATE transaction (one writer at a time) and returns BLOBs as bytes.
 
 Every write that records a worker's outcome is guarded by
-`state = 'running' AND attempted_by = <the worker that claimed it>`: a run
-whose job was rescued, cancelled or handed back meanwhile changes nothing.
+`state = 'running' AND attempted_by = <the worker that claimed it> AND
+attempt = <the attempt it ran>`: a run whose job was rescued, cancelled or
+handed back meanwhile changes nothing, and neither does an outcome written
+late (held through a database outage) after the job was claimed again, even
+by the same worker.
 """
 
 import json
@@ -111,23 +114,23 @@ class QueueSQL:
 
     # -- finish -----------------------------------------------------------------
 
-    def complete(self, ids, worker_id, now):
-        """Mark jobs of one worker completed in one statement (the completer's batch)."""
+    def complete(self, ids, worker_id, attempt, now):
+        """Mark jobs one worker ran on the same attempt completed in one statement (the completer's batch)."""
         cursor = self.execute(
             f"UPDATE jobs SET state = 'completed', finalized_at = %s, unique_key = {_keep_key_if(COMPLETED)} "
-            f"WHERE id IN ({_marks(len(ids))}) AND state = 'running' AND attempted_by = %s",
-            [now, *ids, worker_id],
+            f"WHERE id IN ({_marks(len(ids))}) AND state = 'running' AND attempted_by = %s AND attempt = %s",
+            [now, *ids, worker_id, attempt],
         )
         return cursor.rowcount
 
-    def finish(self, job_id, worker_id, state, scheduled_at, finalized_at, errors, attempt_delta=0):
+    def finish(self, job_id, worker_id, attempt, state, scheduled_at, finalized_at, errors, attempt_delta=0):
         """Record one non-completion outcome: retryable, discarded, cancelled, scheduled (snooze)."""
         cursor = self.execute(
             f"UPDATE jobs SET state = %s, scheduled_at = COALESCE(%s, scheduled_at), "
             f"finalized_at = %s, errors = %s, attempt = attempt + %s, "
             f"unique_key = {self._key_for_param_state()} "
-            "WHERE id = %s AND state = 'running' AND attempted_by = %s",
-            [state, scheduled_at, finalized_at, json.dumps(errors), attempt_delta, state, job_id, worker_id],
+            "WHERE id = %s AND state = 'running' AND attempted_by = %s AND attempt = %s",
+            [state, scheduled_at, finalized_at, json.dumps(errors), attempt_delta, state, job_id, worker_id, attempt],
         )
         return cursor.rowcount
 
@@ -147,8 +150,8 @@ class QueueSQL:
         )
         return cursor.rowcount
 
-    def cancel_running(self, job_id, worker_id, now, errors):
-        return self.finish(job_id, worker_id, CANCELLED, None, now, errors)
+    def cancel_running(self, job_id, worker_id, attempt, now, errors):
+        return self.finish(job_id, worker_id, attempt, CANCELLED, None, now, errors)
 
     def states_of(self, ids):
         cursor = self.execute(f"SELECT id, state FROM jobs WHERE id IN ({_marks(len(ids))})", list(ids))
