@@ -66,6 +66,9 @@ def log_lines(process):
 def test_postgres_restart_mid_burn_is_ridden_out_by_two_workers_every_job_once(own_server, own_workers):
     insert_many([JobInsert("t_record", {"n": n, "sleep": 0.05}) for n in range(JOBS)])
     workers = [own_workers.start(), own_workers.start()]
+    # Both workers must be past their start-up (a worker that cannot reach the
+    # database while it starts exits at once, by design) before the outage.
+    wait_for(lambda: JobWorker.select().count() == 2, timeout=60, interval=0.05, message="both workers registered")
     wait_for(lambda: completed() >= 100, timeout=60, interval=0.05, message="the burn to be under way")
     forget_test_connections()
     own_server.stop()

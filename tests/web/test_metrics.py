@@ -58,6 +58,13 @@ def free_port():
         return probe.getsockname()[1]
 
 
+def scrape(port):
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    except requests.ConnectionError:
+        return None
+
+
 @pytest.mark.processes
 def test_job_counters_summed_over_worker_processes_count_every_run_once(database, workers):
     insert_many([JobInsert("t_record", {"n": n}) for n in range(300)])
@@ -69,7 +76,8 @@ def test_job_counters_summed_over_worker_processes_count_every_run_once(database
     )
     total, runs = 0, 0
     for port in ports:
-        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        # A worker slow to start may have run nothing yet and still be opening its port.
+        text = wait_for(lambda: scrape(port), timeout=30, message=f"metrics on port {port}")
         total += samples(text, "omniflow_jobs_total").get((("kind", "t_record"), ("outcome", "completed")), 0)
         runs += samples(text, "omniflow_job_duration_seconds_count").get((("kind", "t_record"),), 0)
     assert total == 300 and runs == 300
