@@ -8,8 +8,9 @@ reads and then writes takes the write lock up front instead of failing with
 """
 
 import os
+from urllib.parse import urlsplit
 
-from peewee import PostgresqlDatabase, SqliteDatabase
+from peewee import OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.pool import PooledPostgresqlDatabase
 
 from models.base import db
@@ -22,6 +23,11 @@ SQLITE_PRAGMAS = (
 )
 PG_POOL_WAIT_S = 30
 PG_STALE_CONNECTION_S = 300
+PG_DEFAULT_PORT = 5432
+
+
+class DatabaseUnreachable(Exception):
+    """The database did not open; the one-line message says where it is (never a password) and why."""
 
 
 class PostgresDatabase(PooledPostgresqlDatabase):
@@ -133,3 +139,26 @@ def bind_database(target, pool_size=10):
 
 def is_postgres(database=None):
     return isinstance(database or db.obj, PostgresqlDatabase)
+
+
+def location(target):
+    """Where a database is, for a message: host, port and name, or the file; never the credentials."""
+    if not target.is_postgres:
+        return f"SQLite file {target.path}"
+    parts = urlsplit(target.dsn)
+    try:
+        port = parts.port or PG_DEFAULT_PORT
+    except ValueError:
+        port = "?"
+    return f"PostgreSQL at {parts.hostname or 'localhost'}:{port}, database {parts.path.lstrip('/')}"
+
+
+def require_reachable(database, target):
+    """Open one connection now, so a process that cannot reach its database says so at start."""
+    try:
+        database.connect(reuse_if_open=True)
+    except OperationalError as error:
+        lines = str(error).strip().splitlines()
+        reason = lines[0].strip() if lines else type(error).__name__
+        raise DatabaseUnreachable(f"cannot connect to the database ({location(target)}): {reason}") from None
+    database.close()

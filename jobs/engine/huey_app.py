@@ -6,10 +6,16 @@
   returns an InsertResult; `huey.client.insert(...)` does the same.
 - `@huey.periodic_task(every(seconds=15))` is Huey's decorator; the leader
   enqueues the pass as a `periodic_task` job once per interval.
-- `huey.create_consumer()` (what `python omniflow.py worker` runs) is
-  Huey's Consumer with one thread per queue slot (critical 16, default 8,
-  bulk 4), a maintenance scheduler instead of Huey's minute ticker, and a
-  graceful shutdown on SIGTERM as well as SIGINT.
+- `huey.create_consumer(**options)` is what a worker process starts from:
+  `huey_consumer omniflow.huey` calls it with huey_consumer's options, and
+  `python omniflow.py worker` calls it too. It maps or refuses the options
+  (consumer_options.py), runs the process's start-up registered with
+  `on_worker_start` (settings, logging, database, schema check, job kinds),
+  then builds Huey's Consumer with one thread per queue slot (critical 16,
+  default 8, bulk 4), a maintenance scheduler instead of Huey's minute
+  ticker, and a graceful shutdown on SIGTERM as well as SIGINT.
+  `huey.consumer(...)` builds the same consumer in a process that is
+  already set up (tests, the demo).
 - Plain `@huey.task()` functions keep Huey's own semantics (see storage.py).
 """
 
@@ -26,7 +32,9 @@ from huey.api import Huey
 from huey.consumer import Consumer, Scheduler, Worker, WorkerRecycle
 from huey.exceptions import ConfigurationError
 
+from jobs.engine import consumer_options
 from jobs.engine.client import JobClient
+from jobs.engine.consumer_options import SHUTDOWN_TIMEOUT_S, WorkerOptions
 from jobs.engine.executor import Executor, JobRunner, SyncRecorder, UnrunnableTask
 from jobs.engine.kinds import (
     DEFAULT_MAX_ATTEMPTS,
@@ -44,7 +52,6 @@ from models.base import utcnow
 
 logger = logging.getLogger("omniflow.jobs")
 
-SHUTDOWN_TIMEOUT_S = 25  # Heroku sends SIGKILL 30 s after SIGTERM
 INTERVAL = "interval"  # periodic timeout: as long as the interval
 
 
@@ -99,6 +106,7 @@ class OmniflowHuey(Huey):
         self.client = JobClient(self.kinds)
         self.worker_id = f"direct:{new_worker_id()}"
         self.runner = JobRunner(self, SyncRecorder())
+        self._worker_start = None
 
     # -- declaring work ------------------------------------------------------------
 
@@ -211,8 +219,33 @@ class OmniflowHuey(Huey):
         backoff = self.kinds.get(job.kind).backoff if job.kind in self.kinds else river_backoff
         return backoff(job.attempt)
 
-    def create_consumer(self, **options):
-        return OmniflowConsumer(self, **options)
+    # -- worker processes -------------------------------------------------------------
+
+    def on_worker_start(self, start):
+        """Register what a worker process does before its consumer exists: `start(WorkerOptions)`."""
+        self._worker_start = start
+
+    def create_consumer(self, concurrency=None, **options):
+        """A worker process's consumer, from huey_consumer's options or `omniflow.py worker`'s.
+
+        An option that cannot work ends the process with a message naming it.
+        `concurrency` ({queue: threads}, not a huey_consumer option) is for
+        benchmarks that measure one queue."""
+        try:
+            worker_options = consumer_options.resolve(consumer_options.given_options(options))
+        except consumer_options.OptionRefused as refused:
+            raise SystemExit(f"worker: {refused}") from None
+        consumer_options.leave_logging_to_the_worker()
+        if self._worker_start is not None:
+            self._worker_start(worker_options)
+        try:
+            return OmniflowConsumer(self, worker_options, concurrency)
+        except ConfigurationError as error:
+            raise SystemExit(f"worker: {error}") from None
+
+    def consumer(self, concurrency=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S):
+        """The same consumer in a process already set up (tests, the demo); no start-up runs."""
+        return OmniflowConsumer(self, WorkerOptions(shutdown_timeout=shutdown_timeout), concurrency)
 
 
 class QueueWorker(Worker):
@@ -262,17 +295,30 @@ class OmniflowConsumer(Consumer):
     worker_class = QueueWorker
     scheduler_class = MaintenanceScheduler
 
-    def __init__(self, huey, concurrency=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, **options):
+    def __init__(self, huey, options=WorkerOptions(), concurrency=None):
         self.concurrency = dict(QUEUES if concurrency is None else concurrency)
         self._queue_plan = [queue for queue, count in self.concurrency.items() for _ in range(count)]
         self.executor = Executor(huey, self.concurrency, new_worker_id())
-        self.maintenance = Maintenance(huey, self.executor, self._register)
-        options.update(workers=len(self._queue_plan), periodic=False, scheduler_interval=1, worker_type="thread")
-        super().__init__(huey, shutdown_timeout=shutdown_timeout, **options)
-        # Both SIGTERM (what a platform sends) and SIGINT finish running jobs
-        # or hand them back; a second signal cuts the wait short.
-        self._signal_actions[signal.SIGINT] = (False, True)
-        self._signal_actions[signal.SIGTERM] = (False, True)
+        self.maintenance = Maintenance(huey, self.executor, self._register, options.stand_for_leader)
+        super().__init__(
+            huey,
+            workers=len(self._queue_plan),
+            periodic=options.stand_for_leader,  # Huey only logs it; the leader enqueues passes
+            scheduler_interval=1,
+            worker_type="thread",
+            check_worker_health=options.check_worker_health,
+            health_check_interval=options.health_check_interval,
+            flush_locks=options.flush_locks,
+            extra_locks=options.extra_locks,
+            max_tasks=options.max_tasks,
+            shutdown_timeout=options.shutdown_timeout,
+            graceful_signal=options.graceful_signal or "INT",
+        )
+        if options.graceful_signal is None:
+            # Both SIGTERM (what a platform sends) and SIGINT finish running
+            # jobs or hand them back; a second signal cuts the wait short.
+            self._signal_actions[signal.SIGINT] = (False, True)
+            self._signal_actions[signal.SIGTERM] = (False, True)
         self._cleaned_up = False
 
     @property

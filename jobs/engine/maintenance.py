@@ -1,7 +1,7 @@
 """What keeps the queue healthy, run once a second by each worker's scheduler thread.
 
 Every worker: heartbeat (its row in job_workers), try to hold the leader
-lease, stop its own runs that outlived their timeout or were cancelled.
+lease (unless started with `--no-periodic`), stop its own runs that outlived their timeout or were cancelled.
 The leader only: enqueue due periodic passes, rescue jobs of dead workers,
 delete finished rows past their retention.
 
@@ -45,10 +45,11 @@ RETENTION = {
 
 
 class Maintenance:
-    def __init__(self, huey, executor, register):
+    def __init__(self, huey, executor, register, stand_for_leader=True):
         self.huey = huey
         self.executor = executor
         self.register = register  # re-registers the worker under a new id
+        self.stand_for_leader = stand_for_leader
         self.is_leader = False
         self._last_runs = None
         self._next = {}
@@ -66,7 +67,8 @@ class Maintenance:
 
     def tick(self):
         self._step("heartbeat", HEARTBEAT_INTERVAL_S, self.heartbeat)
-        self._step("elect", ELECT_INTERVAL_S, self.elect)
+        if self.stand_for_leader:
+            self._step("elect", ELECT_INTERVAL_S, self.elect)
         self._step("stop_runs", CANCEL_CHECK_INTERVAL_S, self.stop_overdue_and_cancelled_runs)
         if self.is_leader:
             self._step("periodic", 0, self.enqueue_due_periodic)

@@ -16,7 +16,7 @@ from tests.support.processes import wait_for
 @pytest.fixture
 def consumer(database):
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    running = huey.create_consumer(concurrency={"critical": 2, "default": 2, "bulk": 0}, shutdown_timeout=5)
+    running = huey.consumer(concurrency={"critical": 2, "default": 2, "bulk": 0}, shutdown_timeout=5)
     running.start()
     yield running
     running.stop(graceful=True)

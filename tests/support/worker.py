@@ -1,15 +1,17 @@
-"""A real worker process for tests: `python -m tests.support.worker [--periodic] [--shutdown-timeout S]`.
+"""A real worker process for tests.
 
-It goes through omniflow.py's own bootstrap and worker loop (DATABASE_URL
-from the environment); the only difference from production is that the test
-job kinds (and, with --periodic, the 15-second test pass) are declared.
+    python -m tests.support.worker [--periodic] [--shutdown-timeout S]
+
+It starts exactly as `huey_consumer omniflow.huey` and `python omniflow.py
+worker` do (`huey.create_consumer`: settings from the environment, the
+database, the schema check, the job kinds); the only differences from
+production are the test job kinds and, with --periodic, a 15-second test
+pass.
 """
 
 import argparse
 
 import omniflow
-from jobs.engine import metrics
-from jobs.engine.kinds import QUEUES
 from tests.support import kinds  # noqa: F401
 
 parser = argparse.ArgumentParser()
@@ -19,7 +21,4 @@ args = parser.parse_args()
 if args.periodic:
     from tests.support import periodic  # noqa: F401
 
-settings = omniflow.bootstrap(pool_size=sum(QUEUES.values()) + omniflow.WORKER_POOL_EXTRA)
-omniflow.require_current_schema()
-metrics.serve(settings.worker_metrics_port)
-omniflow.run_worker(shutdown_timeout=args.shutdown_timeout)
+omniflow.huey.create_consumer(shutdown_timeout=args.shutdown_timeout).run()
