@@ -4,8 +4,9 @@
   declares a job kind; it is Huey's `@huey.task` plus the kind's rules.
   Calling the task (`fulfillment(operationId=7)`) inserts a job row and
   returns an InsertResult; `huey.client.insert(...)` does the same.
-- `@huey.periodic_task(every(seconds=15))` is Huey's decorator; the leader
-  enqueues the pass as a `periodic_task` job once per interval.
+- `@huey.periodic_task(every(seconds=15))` or `@huey.periodic_task(crontab(...))`
+  (Huey's own crontab) is Huey's decorator; the leader enqueues the pass as
+  a `periodic_task` job when its schedule says so (schedules.py).
 - `huey.create_consumer(**options)` is what a worker process starts from:
   `huey_consumer omniflow.huey` calls it with huey_consumer's options, and
   `python omniflow.py worker` calls it too. It maps or refuses the options
@@ -47,48 +48,30 @@ from jobs.engine.kinds import (
     river_backoff,
 )
 from jobs.engine.maintenance import Maintenance
+from jobs.engine.schedules import schedule_of
 from jobs.engine.storage import JobStorage
 from models.base import utcnow
 
 logger = logging.getLogger("omniflow.jobs")
 
-INTERVAL = "interval"  # periodic timeout: as long as the interval
+INTERVAL = "interval"  # periodic timeout: until the schedule's next run
 
 
 class UnknownJobKind(Exception):
     """A row whose kind this worker does not know; it errors and retries, never vanishes."""
 
 
-class Every:
-    """A fixed interval for `@huey.periodic_task`, down to one second.
-
-    Huey would call it once a minute to ask "run now?"; it always answers no,
-    because the elected leader enqueues periodic passes (once per interval
-    across all workers), not each consumer's minute ticker.
-    """
-
-    def __init__(self, seconds):
-        if seconds < 1:
-            raise ConfigurationError("a periodic interval must be at least one second")
-        self.seconds = seconds
-
-    def __call__(self, timestamp):
-        return False
-
-    def __repr__(self):
-        return f"every({self.seconds}s)"
-
-
-def every(seconds=0, minutes=0, hours=0):
-    return Every(seconds + 60 * minutes + 3600 * hours)
-
-
 @dataclass(frozen=True)
 class PeriodicSpec:
     name: str
-    interval_s: float
-    timeout_s: float
+    schedule: object  # schedules.Every or schedules.Crontab
+    timeout: object  # seconds, INTERVAL (until the schedule's next run) or None
     task_class: object
+
+    def timeout_s(self, now):
+        if self.timeout == INTERVAL:
+            return self.schedule.seconds_to_next(now)
+        return self.timeout
 
 
 def new_worker_id():
@@ -134,19 +117,20 @@ class OmniflowHuey(Huey):
         return decorator
 
     def periodic_task(self, validate_datetime, name=None, timeout=INTERVAL, **kwargs):
-        """Huey's periodic_task, with an `every(...)` interval run by the leader."""
-        if not isinstance(validate_datetime, Every):
-            raise ConfigurationError("periodic passes take every(seconds=…, minutes=…, hours=…)")
+        """Huey's periodic_task with `every(...)` or Huey's `crontab(...)`, enqueued by the leader.
+
+        `timeout`: seconds after which a run is asked to stop, INTERVAL (the
+        default: when the schedule's next run is due) or None (never)."""
+        schedule = schedule_of(validate_datetime)
 
         def decorator(fn):
             task_name = name or fn.__name__
             if task_name in self.periodic_schedules:
                 raise ConfigurationError(f"periodic task {task_name!r} is declared twice")
-            wrapper = super(OmniflowHuey, self).periodic_task(validate_datetime, name=task_name, **kwargs)(fn)
-            timeout_s = validate_datetime.seconds if timeout == INTERVAL else timeout
-            self.periodic_schedules[task_name] = PeriodicSpec(
-                task_name, validate_datetime.seconds, timeout_s, wrapper.task_class
-            )
+            # Huey is given the schedule itself, which always answers "not now"
+            # to its minute ticker: only the leader enqueues.
+            wrapper = super(OmniflowHuey, self).periodic_task(schedule, name=task_name, **kwargs)(fn)
+            self.periodic_schedules[task_name] = PeriodicSpec(task_name, schedule, timeout, wrapper.task_class)
             return wrapper
 
         return decorator
@@ -212,7 +196,7 @@ class OmniflowHuey(Huey):
     def timeout_for(self, job):
         if job.kind == PERIODIC_KIND:
             spec = self.periodic_schedules.get(job.args_dict.get("task"))
-            return spec.timeout_s if spec else None
+            return spec.timeout_s(utcnow()) if spec else None
         return self.kinds.get(job.kind).timeout_s if job.kind in self.kinds else None
 
     def backoff_for(self, job):

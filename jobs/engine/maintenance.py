@@ -1,9 +1,10 @@
 """What keeps the queue healthy, run once a second by each worker's scheduler thread.
 
 Every worker: heartbeat (its row in job_workers), try to hold the leader
-lease (unless started with `--no-periodic`), stop its own runs that outlived their timeout or were cancelled.
-The leader only: enqueue due periodic passes, rescue jobs of dead workers,
-delete finished rows past their retention.
+lease (unless started with `--no-periodic`), stop its own runs that outlived
+their timeout or were cancelled. The leader only: enqueue due periodic
+passes, rescue jobs of dead workers, delete finished rows past their
+retention.
 
 Timing (River's election timing; heartbeat-based rescue instead of River's
 fixed one hour): a dead worker's jobs are rescued at most
@@ -36,12 +37,15 @@ CLEAN_INTERVAL_S = 30
 CLEAN_BATCH = 1000
 CLEAN_MAX_BATCHES = 10
 CANCEL_CHECK_INTERVAL_S = 1
-CADENCE_TOLERANCE = datetime.timedelta(seconds=2)
 RETENTION = {
     COMPLETED: datetime.timedelta(hours=24),
     CANCELLED: datetime.timedelta(days=7),
     DISCARDED: datetime.timedelta(days=7),
 }
+
+
+class RecordedElsewhere(Exception):
+    """Another leader recorded a run of this pass since this one read the schedule."""
 
 
 class Maintenance:
@@ -133,30 +137,31 @@ class Maintenance:
 
     # -- leader only -------------------------------------------------------------------
 
-    def enqueue_due_periodic(self):
+    def enqueue_due_periodic(self, now=None):
         schedules = self.huey.periodic_schedules
         if not schedules:
             return
         if self._last_runs is None:
             self._last_runs = self.sql.periodic_last_runs()
-        now = utcnow()
+        now = now or utcnow()
         for name, spec in schedules.items():
-            interval = datetime.timedelta(seconds=spec.interval_s)
-            last = self._last_runs.get(name)
-            if last is not None and now < last + interval:
+            run_at = spec.schedule.due(self._last_runs.get(name), now)
+            if run_at is None:
                 continue
-            # Keep the cadence against tick jitter (next run one interval
-            # after the previous one); when a run is late by more than that,
-            # e.g. while no leader was elected, start the cadence afresh so
-            # two runs never bunch up inside one interval.
-            on_time = last is not None and now - (last + interval) <= CADENCE_TOLERANCE
-            run_at = last + interval if on_time else now
-            with db.atomic():
-                if not self.sql.holds_lease(LEADER_NAME, self.executor.worker_id, now):
-                    self.is_leader = False
-                    return
-                result = self.huey.client.insert(PERIODIC_KIND, {"task": name})
-                self.sql.record_periodic_run(name, run_at)
+            try:
+                with db.atomic():
+                    if not self.sql.holds_lease(LEADER_NAME, self.executor.worker_id, now):
+                        self.is_leader = False
+                        return
+                    result = self.huey.client.insert(PERIODIC_KIND, {"task": name})
+                    if not self.sql.record_periodic_run(name, self._last_runs.get(name), run_at):
+                        raise RecordedElsewhere(name)
+            except RecordedElsewhere:
+                # This leader's view of the schedule was stale (it lost the
+                # lease for a while without noticing): read it again next tick.
+                self._last_runs = None
+                logger.warning("periodic task already run by another leader; not enqueued", extra={"task": name})
+                return
             self._last_runs[name] = run_at
             logger.info(
                 "periodic task skipped: previous run still active"
