@@ -9,7 +9,10 @@ import sys
 
 from security.redactor import redact
 
-FIELDS = ("job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "count", "error")
+FIELDS = (
+    "job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "count",
+    "enqueued", "skipped_as_duplicate", "error",
+)  # fmt: skip
 
 
 class RedactingFormatter(logging.Formatter):

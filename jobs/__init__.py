@@ -10,7 +10,7 @@ inside its own `with db.atomic():` when the job belongs to a state change.
 from huey import crontab
 
 from jobs.engine.client import InsertResult, JobInsert, JobView
-from jobs.engine.executor import JobCancel, JobSnooze, current_job
+from jobs.engine.executor import JobCancel, JobSnooze, current_job, should_stop
 from jobs.engine.huey_app import INTERVAL, OmniflowHuey
 from jobs.engine.kinds import UNIQUE_THROUGH_COMPLETED, UNIQUE_WHILE_ACTIVE
 from jobs.engine.schedules import every
@@ -40,4 +40,5 @@ __all__ = [
     "huey",
     "insert",
     "insert_many",
+    "should_stop",
 ]

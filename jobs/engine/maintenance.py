@@ -1,10 +1,15 @@
 """What keeps the queue healthy, run once a second by each worker's scheduler thread.
 
 Every worker: heartbeat (its row in job_workers), try to hold the leader
-lease (unless started with `--no-periodic`), stop its own runs that outlived
-their timeout or were cancelled. The leader only: enqueue due periodic
-passes, rescue jobs of dead workers, delete finished rows past their
-retention.
+lease (unless started with `--no-periodic`), ask its own runs that outlived
+their timeout or were cancelled to stop. The leader only: enqueue due
+periodic passes, rescue jobs of dead workers, delete finished rows past
+their retention.
+
+A run past its timeout is asked to stop (`should_stop()`), and its row
+stays `running` under this live worker until the function has returned:
+the unique key stays held, so a slow pass never has a twin started beside
+it (SPEC 5.1). The runner then records it `cancelled`.
 
 Timing (River's election timing; heartbeat-based rescue instead of River's
 fixed one hour): a dead worker's jobs are rescued at most
@@ -119,15 +124,13 @@ class Maintenance:
         running = [context for context in self.executor.runner.in_flight() if not context.cancelled]
         if not running:
             return
-        now = utcnow()
         for context in running:
             if context.past_deadline():
-                job = context.job
-                reason = f"timed out after {context.timeout_s}s"
-                context.cancel(reason)
-                errors = append_error(job.error_list, error_entry(job.attempt, reason))
-                self.sql.cancel_running(job.id, job.worker_id, now, errors)
-                logger.warning("job run cancelled: timeout", extra={"job_id": job.id, "kind": job.kind})
+                # The row keeps its state and unique key until the run returns.
+                context.cancel(f"timed out after {context.timeout_s:g}s")
+                logger.warning(
+                    "job run asked to stop: timeout", extra={"job_id": context.job.id, "kind": context.job.kind}
+                )
         still = [context for context in running if not context.cancelled]
         if still:
             states = self.sql.states_of([context.job.id for context in still])

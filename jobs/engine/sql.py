@@ -147,9 +147,6 @@ class QueueSQL:
         )
         return cursor.rowcount
 
-    def cancel_running(self, job_id, worker_id, now, errors):
-        return self.finish(job_id, worker_id, CANCELLED, None, now, errors)
-
     def states_of(self, ids):
         cursor = self.execute(f"SELECT id, state FROM jobs WHERE id IN ({_marks(len(ids))})", list(ids))
         return dict(cursor.fetchall())
