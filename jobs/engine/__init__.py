@@ -3,13 +3,14 @@
 Map of the package (read in this order):
   states.py      job states, the state bits behind uniqueness, operator-rule errors
   kinds.py       queues and their concurrency, job kind declarations, backoff
-  sql_postgres.py / sql_sqlite.py   the hot-path SQL, one module per dialect
-  dialect.py     picks the SQL module for the bound database
+  sql.py         the hot-path SQL, read top to bottom; the dialects' differences at its end
   client.py      insert (transactional, unique), retry, cancel, listings
   storage.py     the Huey storage over the same tables (Huey's own contract)
   notifier.py    wake-ups: LISTEN/NOTIFY on PostgreSQL, in-process events
   executor.py    producers (batch claim), the completer (batched outcomes), running a job
+  schedules.py   when a periodic pass is due: every(...) and Huey's crontab(...)
   maintenance.py heartbeat, leader election, periodic enqueue, rescue, cleaner
+  consumer_options.py  what huey_consumer's options mean here (or why one is refused)
   huey_app.py    OmniflowHuey and its Consumer/Worker/Scheduler
   metrics.py     omniflow_jobs_total and omniflow_job_duration_seconds
 """
