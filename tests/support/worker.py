@@ -4,11 +4,12 @@
 
 It starts exactly as `huey_consumer omniflow.huey` and `python omniflow.py
 worker` do (`huey.create_consumer`: settings from the environment, the
-database, the schema check, the job kinds); the only differences from
-production are the test job kinds, the test passes asked for (--periodic: a
-15-second pass; --crontab: a pass on every minute) and, with
---fast-takeover, a leader lease of 3 s renewed every second, so a killed
-leader is replaced within seconds instead of 20.
+database, the schema check); the differences from production are the job
+kinds: the test kinds instead of the production ones (so a test counts its
+own jobs only), the test passes asked for (--periodic: a 15-second pass;
+--crontab: a pass on every minute) and, with --fast-takeover, a leader
+lease of 3 s renewed every second, so a killed leader is replaced within
+seconds instead of 20.
 """
 
 import argparse
@@ -30,6 +31,7 @@ if args.periodic:
     from tests.support import periodic  # noqa: F401
 if args.crontab:
     from tests.support import minutely  # noqa: F401
+omniflow.JOB_KIND_MODULES = ()
 if args.fast_takeover:
     maintenance.LEADER_TTL_S = FAST_LEADER_TTL_S
     maintenance.ELECT_INTERVAL_S = FAST_ELECT_INTERVAL_S
