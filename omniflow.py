@@ -1,7 +1,7 @@
 """Omniflow's one entry point.
 
     python omniflow.py migrate              apply pending schema migrations (the `release` process)
-    python omniflow.py worker               run the queue consumer (the `worker` process)
+    python omniflow.py worker               run the queue consumer (the same worker as `huey_consumer omniflow.huey`)
     python omniflow.py web                  serve the HTTP API on $PORT (the `web` process)
     python omniflow.py jobs list [--state S] [--limit N]   the queue's rows ("jobs" means queue rows only)
     python omniflow.py jobs retry ID | jobs cancel ID [--reason TEXT]   audited (actor `cli`)
@@ -12,20 +12,23 @@
     python omniflow.py fake-yookassa        development and tests: a fake YooKassa
     python omniflow.py fake-cryptobot       development and tests: a fake Crypto Pay (CryptoBot)
 
-`huey` (the application's queue) is importable from here as `omniflow.huey`.
+`huey` (the application's queue) is importable from here as `omniflow.huey`:
+`huey_consumer omniflow.huey` runs the worker. Importing this module sets
+nothing up; a worker process's start-up (`start_worker_process`) runs when
+its consumer is created, whichever of the two commands started it.
 """
 
 import argparse
 import logging
 import sys
 
-from config.database import bind_database
+from config.database import DatabaseUnreachable, bind_database, require_reachable
 from config.logging import configure_logging
 from config.settings import ConfigError, load_settings
 from jobs import huey
-from jobs.engine.huey_app import SHUTDOWN_TIMEOUT_S
+from jobs.engine.consumer_options import SHUTDOWN_TIMEOUT_S
 from jobs.engine.kinds import QUEUES
-from security.redactor import register_settings
+from security.redactor import redact, register_settings
 
 logger = logging.getLogger("omniflow")
 
@@ -39,17 +42,28 @@ JOB_KIND_MODULES = (
 )
 
 
-def bootstrap(pool_size=10):
+def bootstrap(pool_size=10, log_level=None, log_file=None):
     """Settings, logging, redactor and database; a bad setting exits with its name."""
     try:
         settings = load_settings()
     except ConfigError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
-    configure_logging(settings.log_level)
+    configure_logging(log_level or settings.log_level, log_file)
     register_settings(settings)
     bind_database(settings.database, pool_size=pool_size)
     return settings
+
+
+def require_reachable_database(settings):
+    """One line naming the database's host (never its password) and exit 2, not a traceback."""
+    from models import db
+
+    try:
+        require_reachable(db.obj, settings.database)
+    except DatabaseUnreachable as error:
+        print(redact(str(error)), file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def require_current_schema():
@@ -81,13 +95,29 @@ def cmd_migrate(args):
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
 
 
-def run_worker(seconds=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S):
-    consumer = huey.create_consumer(shutdown_timeout=shutdown_timeout)
-    if seconds is None:
-        consumer.run()
-        return
+def start_worker_process(options):
+    """A worker process's start-up, run by `huey.create_consumer` before the consumer exists:
+    settings, logging, redactor, the database (pool sized for the queues), the schema
+    check, every job kind and the metrics port. `options` are the consumer's WorkerOptions."""
+    from jobs.engine import metrics
+
+    settings = bootstrap(
+        pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA, log_level=options.log_level, log_file=options.log_file
+    )
+    require_reachable_database(settings)
+    require_current_schema()
+    load_job_kinds()
+    metrics.serve(settings.worker_metrics_port)
+
+
+huey.on_worker_start(start_worker_process)
+
+
+def run_worker_for(seconds):
+    """Run a consumer in this (already set-up) process for `seconds`, then stop it gracefully."""
     import threading
 
+    consumer = huey.consumer()
     threading.Timer(seconds, lambda: consumer.stop_flag.set()).start()
     consumer.start()
     consumer.stop_flag.wait()
@@ -95,13 +125,8 @@ def run_worker(seconds=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S):
 
 
 def cmd_worker(args):
-    from jobs.engine import metrics
-
-    settings = bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
-    require_current_schema()
-    load_job_kinds()
-    metrics.serve(settings.worker_metrics_port)
-    run_worker(shutdown_timeout=args.shutdown_timeout)
+    # The same path as `huey_consumer omniflow.huey -t SECONDS`.
+    huey.create_consumer(shutdown_timeout=args.shutdown_timeout).run()
 
 
 def cmd_web(args):
@@ -209,7 +234,7 @@ def cmd_demo(args):
         print(f"demo: settled {len(settlements)} orders; settling order {settlements[0].order_id} again "
               f"{'changed nothing' if repeated else 'settled it twice (bug)'}")
         print(f"demo: running a worker for {args.seconds:.0f} s (Ctrl-C stops it early)")
-        run_worker(seconds=args.seconds)
+        run_worker_for(args.seconds)
         print()
         print_jobs(client.list(limit=30), client.counts())
         demo.report(panel)

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from urllib.parse import urlsplit
 
 from peewee import InterfaceError, OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.pool import PooledPostgresqlDatabase
@@ -29,6 +30,11 @@ SQLITE_PRAGMAS = (
 )
 PG_POOL_WAIT_S = 30
 PG_STALE_CONNECTION_S = 300
+PG_DEFAULT_PORT = 5432
+
+
+class DatabaseUnreachable(Exception):
+    """The database did not open; the one-line message says where it is (never a password) and why."""
 
 
 class PostgresDatabase(PooledPostgresqlDatabase):
@@ -227,3 +233,26 @@ def is_unavailable(error):
     import psycopg2
 
     return isinstance(error, (InterfaceError, OperationalError, psycopg2.InterfaceError, psycopg2.OperationalError))
+
+
+def location(target):
+    """Where a database is, for a message: host, port and name, or the file; never the credentials."""
+    if not target.is_postgres:
+        return f"SQLite file {target.path}"
+    parts = urlsplit(target.dsn)
+    try:
+        port = parts.port or PG_DEFAULT_PORT
+    except ValueError:
+        port = "?"
+    return f"PostgreSQL at {parts.hostname or 'localhost'}:{port}, database {parts.path.lstrip('/')}"
+
+
+def require_reachable(database, target):
+    """Open one connection now, so a process that cannot reach its database says so at start."""
+    try:
+        database.connect(reuse_if_open=True)
+    except OperationalError as error:
+        lines = str(error).strip().splitlines()
+        reason = lines[0].strip() if lines else type(error).__name__
+        raise DatabaseUnreachable(f"cannot connect to the database ({location(target)}): {reason}") from None
+    database.close()

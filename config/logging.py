@@ -1,4 +1,4 @@
-"""Structured, redacted logs: `level logger message key=value ...` on stderr.
+"""Structured, redacted logs: `level logger message key=value ...` on stderr (or a file).
 
 Job logs carry job_id, kind and attempt as fields (SPEC 11); every record
 passes through the redactor before it is written (SPEC 12.2). An error that
@@ -13,7 +13,10 @@ import time
 
 from security.redactor import redact
 
-FIELDS = ("job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "count", "error")
+FIELDS = (
+    "job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "count",
+    "enqueued", "skipped_as_duplicate", "error",
+)  # fmt: skip
 REPEAT_WINDOW_S = 60
 # Distinct repeating errors remembered at once; past this the ones whose
 # window has ended are forgotten (they log in full again if they come back).
@@ -41,8 +44,9 @@ def redact_log(line):
     return "\n".join(redact(part) for part in line.split("\n"))
 
 
-def configure_logging(level="INFO"):
-    handler = logging.StreamHandler(sys.stderr)
+def configure_logging(level="INFO", path=None):
+    """Every record through the redacting formatter, to stderr or, given `path`, to that file."""
+    handler = logging.FileHandler(path) if path else logging.StreamHandler(sys.stderr)
     handler.setFormatter(RedactingFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

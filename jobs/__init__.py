@@ -1,15 +1,19 @@
 """The durable queue and the job kinds.
 
 `huey` is the application's queue: job kinds are declared on it with
-`@huey.job(...)`, periodic passes with `@huey.periodic_task(every(...))`.
+`@huey.job(...)`, periodic passes with `@huey.periodic_task(every(...))` or
+`@huey.periodic_task(crontab(...))` (Huey's own crontab, re-exported here).
 Anything that needs work done later inserts a job with `insert(...)`,
 inside its own `with db.atomic():` when the job belongs to a state change.
 """
 
+from huey import crontab
+
 from jobs.engine.client import InsertResult, JobInsert, JobView
-from jobs.engine.executor import JobCancel, JobSnooze, current_job
-from jobs.engine.huey_app import INTERVAL, OmniflowHuey, every
+from jobs.engine.executor import JobCancel, JobSnooze, current_job, should_stop
+from jobs.engine.huey_app import INTERVAL, OmniflowHuey
 from jobs.engine.kinds import UNIQUE_THROUGH_COMPLETED, UNIQUE_WHILE_ACTIVE
+from jobs.engine.schedules import every
 from jobs.engine.states import JobMutationRejected, JobNotFound
 
 huey = OmniflowHuey("omniflow")
@@ -30,9 +34,11 @@ __all__ = [
     "UNIQUE_THROUGH_COMPLETED",
     "UNIQUE_WHILE_ACTIVE",
     "client",
+    "crontab",
     "current_job",
     "every",
     "huey",
     "insert",
     "insert_many",
+    "should_stop",
 ]

@@ -10,7 +10,9 @@ Map of the package (read in this order):
   notifier.py    wake-ups: LISTEN/NOTIFY on PostgreSQL, in-process events
   executor.py    producers (batch claim), the completer (batched outcomes), running a job
   outage.py      backing off through a database outage, rate-limited failures, the bound
+  schedules.py   when a periodic pass is due: every(...) and Huey's crontab(...)
   maintenance.py heartbeat, leader election, periodic enqueue, rescue, cleaner
+  consumer_options.py  what huey_consumer's options mean here (or why one is refused)
   huey_app.py    OmniflowHuey and its Consumer/Worker/Scheduler
   metrics.py     omniflow_jobs_total and omniflow_job_duration_seconds
 """

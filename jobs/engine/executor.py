@@ -172,7 +172,7 @@ class JobContext:
 
     def raise_if_stopped(self):
         if self.should_stop():
-            raise JobCancel(self.cancel_reason or f"timed out after {self.timeout_s}s")
+            raise JobCancel(self.cancel_reason or f"timed out after {self.timeout_s:g}s")
 
 
 _current = threading.local()
@@ -181,6 +181,14 @@ _current = threading.local()
 def current_job():
     """The JobContext of the job running in this thread, or None."""
     return getattr(_current, "context", None)
+
+
+def should_stop():
+    """True when the job running in this thread was asked to stop; False outside a job.
+
+    A pass checks it between batches and returns once it is True."""
+    context = current_job()
+    return context is not None and context.should_stop()
 
 
 class SyncRecorder:
@@ -433,9 +441,17 @@ class JobRunner:
                 self._in_flight.pop(job.id, None)
             release_connection()
         if context.should_stop() and outcome.state == COMPLETED:
-            # Whoever stopped the run (timeout or operator) already finalized
-            # the row; the guarded write below is a no-op, the label says why.
-            outcome.label = "cancelled"
+            # The run returned after it was asked to stop (timeout or an
+            # operator's cancel): it may have left work undone, so it ends
+            # cancelled. Until this write the row kept its state and unique
+            # key; after an operator's cancel the guarded write is a no-op.
+            reason = context.cancel_reason or f"timed out after {context.timeout_s:g}s"
+            outcome = Outcome(
+                CANCELLED,
+                "cancelled",
+                finalized_at=utcnow(),
+                errors=append_error(job.error_list, error_entry(job.attempt, reason)),
+            )
         self._finish(job, task, outcome, time.monotonic() - started)
         return value
 

@@ -4,13 +4,20 @@
   declares a job kind; it is Huey's `@huey.task` plus the kind's rules.
   Calling the task (`fulfillment(operationId=7)`) inserts a job row and
   returns an InsertResult; `huey.client.insert(...)` does the same.
-- `@huey.periodic_task(every(seconds=15))` is Huey's decorator; the leader
-  enqueues the pass as a `periodic_task` job once per interval.
-- `huey.create_consumer()` (what `python omniflow.py worker` runs) is
-  Huey's Consumer with one thread per queue slot (critical 16, default 8,
-  bulk 4), a maintenance scheduler instead of Huey's minute ticker, a
-  graceful shutdown on SIGTERM as well as SIGINT, and an exit when the
-  database stays unreachable (outage.py).
+- `@huey.periodic_task(every(seconds=15))` or `@huey.periodic_task(crontab(...))`
+  (Huey's own crontab) is Huey's decorator; the leader enqueues the pass as
+  a `periodic_task` job when its schedule says so (schedules.py).
+- `huey.create_consumer(**options)` is what a worker process starts from:
+  `huey_consumer omniflow.huey` calls it with huey_consumer's options, and
+  `python omniflow.py worker` calls it too. It maps or refuses the options
+  (consumer_options.py), runs the process's start-up registered with
+  `on_worker_start` (settings, logging, database, schema check, job kinds),
+  then builds Huey's Consumer with one thread per queue slot (critical 16,
+  default 8, bulk 4), a maintenance scheduler instead of Huey's minute
+  ticker, a graceful shutdown on SIGTERM as well as SIGINT, and an exit
+  when the database stays unreachable (outage.py).
+  `huey.consumer(...)` builds the same consumer in a process that is
+  already set up (tests, the demo).
 - Plain `@huey.task()` functions keep Huey's own semantics (see storage.py).
 """
 
@@ -27,7 +34,9 @@ from huey.api import Huey
 from huey.consumer import Consumer, Scheduler, Worker, WorkerRecycle
 from huey.exceptions import ConfigurationError
 
+from jobs.engine import consumer_options
 from jobs.engine.client import JobClient
+from jobs.engine.consumer_options import SHUTDOWN_TIMEOUT_S, WorkerOptions
 from jobs.engine.executor import Executor, JobRunner, SyncRecorder, UnrunnableTask, release_connection
 from jobs.engine.kinds import (
     DEFAULT_MAX_ATTEMPTS,
@@ -41,49 +50,30 @@ from jobs.engine.kinds import (
 )
 from jobs.engine.maintenance import Maintenance
 from jobs.engine.outage import give_up_if_unreachable, outage_limit_s
+from jobs.engine.schedules import schedule_of
 from jobs.engine.storage import JobStorage
 from models.base import utcnow
 
 logger = logging.getLogger("omniflow.jobs")
 
-SHUTDOWN_TIMEOUT_S = 25  # Heroku sends SIGKILL 30 s after SIGTERM
-INTERVAL = "interval"  # periodic timeout: as long as the interval
+INTERVAL = "interval"  # periodic timeout: until the schedule's next run
 
 
 class UnknownJobKind(Exception):
     """A row whose kind this worker does not know; it errors and retries, never vanishes."""
 
 
-class Every:
-    """A fixed interval for `@huey.periodic_task`, down to one second.
-
-    Huey would call it once a minute to ask "run now?"; it always answers no,
-    because the elected leader enqueues periodic passes (once per interval
-    across all workers), not each consumer's minute ticker.
-    """
-
-    def __init__(self, seconds):
-        if seconds < 1:
-            raise ConfigurationError("a periodic interval must be at least one second")
-        self.seconds = seconds
-
-    def __call__(self, timestamp):
-        return False
-
-    def __repr__(self):
-        return f"every({self.seconds}s)"
-
-
-def every(seconds=0, minutes=0, hours=0):
-    return Every(seconds + 60 * minutes + 3600 * hours)
-
-
 @dataclass(frozen=True)
 class PeriodicSpec:
     name: str
-    interval_s: float
-    timeout_s: float
+    schedule: object  # schedules.Every or schedules.Crontab
+    timeout: object  # seconds, INTERVAL (until the schedule's next run) or None
     task_class: object
+
+    def timeout_s(self, now):
+        if self.timeout == INTERVAL:
+            return self.schedule.seconds_to_next(now)
+        return self.timeout
 
 
 def new_worker_id():
@@ -101,6 +91,7 @@ class OmniflowHuey(Huey):
         self.client = JobClient(self.kinds)
         self.worker_id = f"direct:{new_worker_id()}"
         self.runner = JobRunner(self, SyncRecorder())
+        self._worker_start = None
 
     # -- declaring work ------------------------------------------------------------
 
@@ -128,19 +119,20 @@ class OmniflowHuey(Huey):
         return decorator
 
     def periodic_task(self, validate_datetime, name=None, timeout=INTERVAL, **kwargs):
-        """Huey's periodic_task, with an `every(...)` interval run by the leader."""
-        if not isinstance(validate_datetime, Every):
-            raise ConfigurationError("periodic passes take every(seconds=…, minutes=…, hours=…)")
+        """Huey's periodic_task with `every(...)` or Huey's `crontab(...)`, enqueued by the leader.
+
+        `timeout`: seconds after which a run is asked to stop, INTERVAL (the
+        default: when the schedule's next run is due) or None (never)."""
+        schedule = schedule_of(validate_datetime)
 
         def decorator(fn):
             task_name = name or fn.__name__
             if task_name in self.periodic_schedules:
                 raise ConfigurationError(f"periodic task {task_name!r} is declared twice")
-            wrapper = super(OmniflowHuey, self).periodic_task(validate_datetime, name=task_name, **kwargs)(fn)
-            timeout_s = validate_datetime.seconds if timeout == INTERVAL else timeout
-            self.periodic_schedules[task_name] = PeriodicSpec(
-                task_name, validate_datetime.seconds, timeout_s, wrapper.task_class
-            )
+            # Huey is given the schedule itself, which always answers "not now"
+            # to its minute ticker: only the leader enqueues.
+            wrapper = super(OmniflowHuey, self).periodic_task(schedule, name=task_name, **kwargs)(fn)
+            self.periodic_schedules[task_name] = PeriodicSpec(task_name, schedule, timeout, wrapper.task_class)
             return wrapper
 
         return decorator
@@ -206,15 +198,40 @@ class OmniflowHuey(Huey):
     def timeout_for(self, job):
         if job.kind == PERIODIC_KIND:
             spec = self.periodic_schedules.get(job.args_dict.get("task"))
-            return spec.timeout_s if spec else None
+            return spec.timeout_s(utcnow()) if spec else None
         return self.kinds.get(job.kind).timeout_s if job.kind in self.kinds else None
 
     def backoff_for(self, job):
         backoff = self.kinds.get(job.kind).backoff if job.kind in self.kinds else river_backoff
         return backoff(job.attempt)
 
-    def create_consumer(self, **options):
-        return OmniflowConsumer(self, **options)
+    # -- worker processes -------------------------------------------------------------
+
+    def on_worker_start(self, start):
+        """Register what a worker process does before its consumer exists: `start(WorkerOptions)`."""
+        self._worker_start = start
+
+    def create_consumer(self, concurrency=None, **options):
+        """A worker process's consumer, from huey_consumer's options or `omniflow.py worker`'s.
+
+        An option that cannot work ends the process with a message naming it.
+        `concurrency` ({queue: threads}, not a huey_consumer option) is for
+        benchmarks that measure one queue."""
+        try:
+            worker_options = consumer_options.resolve(consumer_options.given_options(options))
+        except consumer_options.OptionRefused as refused:
+            raise SystemExit(f"worker: {refused}") from None
+        consumer_options.leave_logging_to_the_worker()
+        if self._worker_start is not None:
+            self._worker_start(worker_options)
+        try:
+            return OmniflowConsumer(self, worker_options, concurrency)
+        except ConfigurationError as error:
+            raise SystemExit(f"worker: {error}") from None
+
+    def consumer(self, concurrency=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S):
+        """The same consumer in a process already set up (tests, the demo); no start-up runs."""
+        return OmniflowConsumer(self, WorkerOptions(shutdown_timeout=shutdown_timeout), concurrency)
 
 
 class QueueWorker(Worker):
@@ -264,17 +281,30 @@ class OmniflowConsumer(Consumer):
     worker_class = QueueWorker
     scheduler_class = MaintenanceScheduler
 
-    def __init__(self, huey, concurrency=None, shutdown_timeout=SHUTDOWN_TIMEOUT_S, **options):
+    def __init__(self, huey, options=WorkerOptions(), concurrency=None):
         self.concurrency = dict(QUEUES if concurrency is None else concurrency)
         self._queue_plan = [queue for queue, count in self.concurrency.items() for _ in range(count)]
         self.executor = Executor(huey, self.concurrency, new_worker_id())
-        self.maintenance = Maintenance(huey, self.executor, self._register)
-        options.update(workers=len(self._queue_plan), periodic=False, scheduler_interval=1, worker_type="thread")
-        super().__init__(huey, shutdown_timeout=shutdown_timeout, **options)
-        # Both SIGTERM (what a platform sends) and SIGINT finish running jobs
-        # or hand them back; a second signal cuts the wait short.
-        self._signal_actions[signal.SIGINT] = (False, True)
-        self._signal_actions[signal.SIGTERM] = (False, True)
+        self.maintenance = Maintenance(huey, self.executor, self._register, options.stand_for_leader)
+        super().__init__(
+            huey,
+            workers=len(self._queue_plan),
+            periodic=options.stand_for_leader,  # Huey only logs it; the leader enqueues passes
+            scheduler_interval=1,
+            worker_type="thread",
+            check_worker_health=options.check_worker_health,
+            health_check_interval=options.health_check_interval,
+            flush_locks=options.flush_locks,
+            extra_locks=options.extra_locks,
+            max_tasks=options.max_tasks,
+            shutdown_timeout=options.shutdown_timeout,
+            graceful_signal=options.graceful_signal or "INT",
+        )
+        if options.graceful_signal is None:
+            # Both SIGTERM (what a platform sends) and SIGINT finish running
+            # jobs or hand them back; a second signal cuts the wait short.
+            self._signal_actions[signal.SIGINT] = (False, True)
+            self._signal_actions[signal.SIGTERM] = (False, True)
         self._cleaned_up = False
         self.outage_limit_s = outage_limit_s()
 

@@ -1,9 +1,15 @@
 """What keeps the queue healthy, run once a second by each worker's scheduler thread.
 
 Every worker: heartbeat (its row in job_workers), try to hold the leader
-lease, stop its own runs that outlived their timeout or were cancelled.
-The leader only: enqueue due periodic passes, rescue jobs of dead workers,
-delete finished rows past their retention.
+lease (unless started with `--no-periodic`), ask its own runs that outlived
+their timeout or were cancelled to stop. The leader only: enqueue due
+periodic passes, rescue jobs of dead workers, delete finished rows past
+their retention.
+
+A run past its timeout is asked to stop (`should_stop()`), and its row
+stays `running` under this live worker until the function has returned:
+the unique key stays held, so a slow pass never has a twin started beside
+it (SPEC 5.1). The runner then records it `cancelled`.
 
 Timing (River's election timing; heartbeat-based rescue instead of River's
 fixed one hour): a dead worker's jobs are rescued at most
@@ -40,7 +46,6 @@ CLEAN_INTERVAL_S = 30
 CLEAN_BATCH = 1000
 CLEAN_MAX_BATCHES = 10
 CANCEL_CHECK_INTERVAL_S = 1
-CADENCE_TOLERANCE = datetime.timedelta(seconds=2)
 RETENTION = {
     COMPLETED: datetime.timedelta(hours=24),
     CANCELLED: datetime.timedelta(days=7),
@@ -48,11 +53,16 @@ RETENTION = {
 }
 
 
+class RecordedElsewhere(Exception):
+    """Another leader recorded a run of this pass since this one read the schedule."""
+
+
 class Maintenance:
-    def __init__(self, huey, executor, register):
+    def __init__(self, huey, executor, register, stand_for_leader=True):
         self.huey = huey
         self.executor = executor
         self.register = register  # re-registers the worker under a new id
+        self.stand_for_leader = stand_for_leader
         self.is_leader = False
         self._last_runs = None
         self._next = {}
@@ -71,7 +81,8 @@ class Maintenance:
 
     def tick(self):
         self._step("heartbeat", HEARTBEAT_INTERVAL_S, self.heartbeat)
-        self._step("elect", ELECT_INTERVAL_S, self.elect)
+        if self.stand_for_leader:
+            self._step("elect", ELECT_INTERVAL_S, self.elect)
         self._step("stop_runs", CANCEL_CHECK_INTERVAL_S, self.stop_overdue_and_cancelled_runs)
         if self.is_leader:
             self._step("periodic", 0, self.enqueue_due_periodic)
@@ -122,15 +133,13 @@ class Maintenance:
         running = [context for context in self.executor.runner.in_flight() if not context.cancelled]
         if not running:
             return
-        now = utcnow()
         for context in running:
             if context.past_deadline():
-                job = context.job
-                reason = f"timed out after {context.timeout_s}s"
-                context.cancel(reason)
-                errors = append_error(job.error_list, error_entry(job.attempt, reason))
-                self.sql.cancel_running(job.id, job.worker_id, job.attempt, now, errors)
-                logger.warning("job run cancelled: timeout", extra={"job_id": job.id, "kind": job.kind})
+                # The row keeps its state and unique key until the run returns.
+                context.cancel(f"timed out after {context.timeout_s:g}s")
+                logger.warning(
+                    "job run asked to stop: timeout", extra={"job_id": context.job.id, "kind": context.job.kind}
+                )
         still = [context for context in running if not context.cancelled]
         if still:
             states = self.sql.states_of([context.job.id for context in still])
@@ -140,30 +149,31 @@ class Maintenance:
 
     # -- leader only -------------------------------------------------------------------
 
-    def enqueue_due_periodic(self):
+    def enqueue_due_periodic(self, now=None):
         schedules = self.huey.periodic_schedules
         if not schedules:
             return
         if self._last_runs is None:
             self._last_runs = self.sql.periodic_last_runs()
-        now = utcnow()
+        now = now or utcnow()
         for name, spec in schedules.items():
-            interval = datetime.timedelta(seconds=spec.interval_s)
-            last = self._last_runs.get(name)
-            if last is not None and now < last + interval:
+            run_at = spec.schedule.due(self._last_runs.get(name), now)
+            if run_at is None:
                 continue
-            # Keep the cadence against tick jitter (next run one interval
-            # after the previous one); when a run is late by more than that,
-            # e.g. while no leader was elected, start the cadence afresh so
-            # two runs never bunch up inside one interval.
-            on_time = last is not None and now - (last + interval) <= CADENCE_TOLERANCE
-            run_at = last + interval if on_time else now
-            with db.atomic():
-                if not self.sql.holds_lease(LEADER_NAME, self.executor.worker_id, now):
-                    self.is_leader = False
-                    return
-                result = self.huey.client.insert(PERIODIC_KIND, {"task": name})
-                self.sql.record_periodic_run(name, run_at)
+            try:
+                with db.atomic():
+                    if not self.sql.holds_lease(LEADER_NAME, self.executor.worker_id, now):
+                        self.is_leader = False
+                        return
+                    result = self.huey.client.insert(PERIODIC_KIND, {"task": name})
+                    if not self.sql.record_periodic_run(name, self._last_runs.get(name), run_at):
+                        raise RecordedElsewhere(name)
+            except RecordedElsewhere:
+                # This leader's view of the schedule was stale (it lost the
+                # lease for a while without noticing): read it again next tick.
+                self._last_runs = None
+                logger.warning("periodic task already run by another leader; not enqueued", extra={"task": name})
+                return
             self._last_runs[name] = run_at
             logger.info(
                 "periodic task skipped: previous run still active"

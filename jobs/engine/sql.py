@@ -150,9 +150,6 @@ class QueueSQL:
         )
         return cursor.rowcount
 
-    def cancel_running(self, job_id, worker_id, attempt, now, errors):
-        return self.finish(job_id, worker_id, attempt, CANCELLED, None, now, errors)
-
     def states_of(self, ids):
         cursor = self.execute(f"SELECT id, state FROM jobs WHERE id IN ({_marks(len(ids))})", list(ids))
         return dict(cursor.fetchall())
@@ -232,12 +229,22 @@ class QueueSQL:
         cursor = self.execute("SELECT name, last_run_at FROM job_periodic")
         return {name: self.timestamp(value) for name, value in cursor.fetchall()}
 
-    def record_periodic_run(self, name, run_at):
-        self.execute(
-            "INSERT INTO job_periodic (name, last_run_at) VALUES (%s, %s) "
-            "ON CONFLICT (name) DO UPDATE SET last_run_at = excluded.last_run_at",
-            [name, run_at],
-        )
+    def record_periodic_run(self, name, previous, run_at):
+        """Move a pass's last run from `previous` (None: it never ran) to `run_at`.
+
+        False when the stored run is no longer `previous`: another leader ran
+        the pass meanwhile, and the caller rolls its insert back."""
+        if previous is None:
+            cursor = self.execute(
+                "INSERT INTO job_periodic (name, last_run_at) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
+                [name, run_at],
+            )
+        else:
+            cursor = self.execute(
+                "UPDATE job_periodic SET last_run_at = %s WHERE name = %s AND last_run_at = %s",
+                [run_at, name, previous],
+            )
+        return cursor.rowcount == 1
 
     def timestamp(self, value):
         return value

@@ -5,7 +5,9 @@ Keyed `reconcile:<entitlementID>:<bucket>` (now truncated to 15 minutes), so
 two passes in one bucket converge on one operation; correlation id
 `scheduler:<bucket>`; desired state rebuilt from the entitlement row, never
 deferred. Pending entitlements (still waiting for their first create) and
-those that ended more than 30 days ago are left alone.
+those that ended more than 30 days ago are left alone. The batch is written
+TRANSACTION_ROWS entitlements per transaction; a run asked to stop (past its
+timeout) returns between two of them.
 """
 
 import datetime
@@ -15,13 +17,14 @@ import jobs
 from fulfillment import rules
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import enqueue_operation, job_for
-from jobs import every, huey
+from jobs import every, huey, should_stop
 from models.base import db, utcnow
 from models.fulfillment import Entitlement
 
 logger = logging.getLogger("omniflow.passes.reconcile")
 
 NOT_RECONCILED = ("pending", "superseded")
+TRANSACTION_ROWS = 100
 
 
 def bucket_of(now):
@@ -46,25 +49,40 @@ def due_entitlements(now, limit=rules.RECONCILE_BATCH):
 
 
 def dispatch(now=None):
-    """One transaction: the operations, then all their jobs in one statement. Returns (enqueued, skipped)."""
+    """Per transaction: the operations, then all their jobs in one statement. Returns (enqueued, skipped)."""
     now = now or utcnow()
     bucket = bucket_of(now)
-    with db.atomic():
-        operations = [
-            enqueue_operation(
-                entitlement,
-                "reconcile",
-                DesiredState.from_entitlement(entitlement),
-                f"reconcile:{entitlement.id}:{bucket}",
-                f"scheduler:{bucket}",
-                insert_job=False,
-            ).operation
-            for entitlement in due_entitlements(now)
-        ]
-        results = jobs.insert_many([job_for(operation.id) for operation in operations])
-    enqueued = sum(not result.skipped_as_duplicate for result in results)
-    logger.info("fulfillment reconcile dispatched", extra={"count": enqueued, "task": "fulfillment_reconcile"})
-    return enqueued, len(results) - enqueued
+    due = [entitlement.id for entitlement in due_entitlements(now).select(Entitlement.id)]
+    enqueued = skipped = 0
+    stopped = False
+    for start in range(0, len(due), TRANSACTION_ROWS):
+        stopped = should_stop()
+        if stopped:
+            break
+        with db.atomic():
+            # Read again inside the transaction: a row may have changed (or
+            # stopped being due) since the batch was chosen.
+            chosen = due_entitlements(now).where(Entitlement.id.in_(due[start : start + TRANSACTION_ROWS]))
+            operations = [
+                enqueue_operation(
+                    entitlement,
+                    "reconcile",
+                    DesiredState.from_entitlement(entitlement),
+                    f"reconcile:{entitlement.id}:{bucket}",
+                    f"scheduler:{bucket}",
+                    insert_job=False,
+                ).operation
+                for entitlement in chosen
+            ]
+            results = jobs.insert_many([job_for(operation.id) for operation in operations])
+        inserted = sum(not result.skipped_as_duplicate for result in results)
+        enqueued += inserted
+        skipped += len(results) - inserted
+    logger.info(
+        f"fulfillment reconcile {'stopped before the end of its batch' if stopped else 'dispatched'}",
+        extra={"task": "fulfillment_reconcile", "enqueued": enqueued, "skipped_as_duplicate": skipped},
+    )
+    return enqueued, skipped
 
 
 @huey.periodic_task(every(seconds=rules.RECONCILE_INTERVAL_S), name="fulfillment_reconcile")

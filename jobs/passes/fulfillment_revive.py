@@ -8,7 +8,9 @@ jobs are inserted with the settlement's arguments and uniqueness, so an
 operation whose job is merely backing off gets nothing new; one whose job
 was discarded after its 12 attempts, or that never had one, gets a job, and
 one whose job completed while the operation stayed open (an operator retried
-it afterwards) gets that job back (`requeue`).
+it afterwards) gets that job back (`requeue`). The batch is written
+TRANSACTION_ROWS operations per transaction; a run asked to stop (past its
+timeout) returns between two of them.
 """
 
 import datetime
@@ -16,13 +18,14 @@ import logging
 
 from fulfillment import rules
 from fulfillment.enqueue import requeue
-from jobs import every, huey
+from jobs import every, huey, should_stop
 from models.base import db, utcnow
 from models.fulfillment import FulfillmentOperation
 
 logger = logging.getLogger("omniflow.passes.revive")
 
 REVIVABLE = ("pending", "retrying", "running")
+TRANSACTION_ROWS = 100
 
 
 def stuck_operations(now, limit=rules.REVIVE_BATCH):
@@ -41,13 +44,22 @@ def stuck_operations(now, limit=rules.REVIVE_BATCH):
 
 
 def dispatch(now=None):
-    """Insert the jobs in one statement; returns (enqueued, skipped_as_duplicate)."""
+    """Per transaction, the jobs in one statement; returns (enqueued, skipped_as_duplicate)."""
     now = now or utcnow()
-    with db.atomic():
-        enqueued, skipped = requeue([operation.id for operation in stuck_operations(now)])
+    stuck = [operation.id for operation in stuck_operations(now)]
+    enqueued = skipped = 0
+    stopped = False
+    for start in range(0, len(stuck), TRANSACTION_ROWS):
+        stopped = should_stop()
+        if stopped:
+            break
+        with db.atomic():
+            queued, waiting = requeue(stuck[start : start + TRANSACTION_ROWS])
+        enqueued += queued
+        skipped += waiting
     logger.info(
-        "fulfillment revive dispatched",
-        extra={"count": enqueued, "task": "fulfillment_revive", "state": f"skipped={skipped}"},
+        f"fulfillment revive {'stopped before the end of its batch' if stopped else 'dispatched'}",
+        extra={"task": "fulfillment_revive", "enqueued": enqueued, "skipped_as_duplicate": skipped},
     )
     return enqueued, skipped
 

@@ -1,6 +1,7 @@
 """SPEC 1.8, 5.1 and the leader: election with a lease, periodic passes enqueued
-by the leader only (once at start, then per interval, unique while active, one
-attempt), and the cleaner deleting finished rows after retention in batches."""
+by the leader only (once at start, then per interval or per matching crontab
+minute, unique while active, one attempt), and the cleaner deleting finished
+rows after retention in batches."""
 
 import datetime
 import logging
@@ -8,13 +9,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs import OmniflowHuey, every
+from jobs import OmniflowHuey, crontab, every
 from jobs.engine import maintenance as maintenance_module
 from jobs.engine.maintenance import Maintenance
+from jobs.engine.schedules import floor_minute
 from models.base import utcnow
-from models.jobs import Job, JobLeader
+from models.jobs import Job, JobLeader, JobPeriodic
 
 unit = OmniflowHuey("maintenance-unit")
+cron_unit = OmniflowHuey("maintenance-crontab")
 
 
 @unit.periodic_task(every(seconds=15), name="sweep")
@@ -27,9 +30,14 @@ def broken_pass():
     raise RuntimeError("sweep step exploded")
 
 
-def make_maintenance(worker_id):
-    executor = SimpleNamespace(worker_id=worker_id, runner=unit.runner)
-    return Maintenance(unit, executor, register=lambda: None)
+@cron_unit.periodic_task(crontab(), name="minutely")
+def minutely():
+    return None
+
+
+def make_maintenance(worker_id, huey=unit):
+    executor = SimpleNamespace(worker_id=worker_id, runner=huey.runner)
+    return Maintenance(huey, executor, register=lambda: None)
 
 
 def periodic_rows(task):
@@ -108,6 +116,53 @@ def test_failed_pass_is_logged_with_its_name_and_left_discarded(database, caplog
     assert row.state == "discarded" and row.attempt == 1
     assert any(r.getMessage() == "periodic task failed" and r.task == "broken_pass" for r in caplog.records)
     assert Job.get_by_id(periodic_rows("sweep")[0].id).state == "completed"
+
+
+def test_a_crontab_pass_runs_once_per_matching_minute_whichever_leader_looks(database):
+    now = utcnow()
+    first = make_maintenance("worker-a", cron_unit)
+    first.elect()
+    first.enqueue_due_periodic(now)
+    first.enqueue_due_periodic(now)
+    assert len(periodic_rows("minutely")) == 1
+    assert JobPeriodic.get(JobPeriodic.name == "minutely").last_run_at == floor_minute(now)
+    first.resign()
+    second = make_maintenance("worker-b", cron_unit)
+    second.elect()
+    second.enqueue_due_periodic(now)  # a failover inside the minute does not run it again
+    assert len(periodic_rows("minutely")) == 1
+
+
+def test_a_leader_with_a_stale_view_of_the_schedule_never_reruns_what_another_leader_ran(database):
+    now, hour = utcnow(), datetime.timedelta(hours=1)
+    next_minute = now + datetime.timedelta(minutes=1)
+    stale, other = make_maintenance("worker-a", cron_unit), make_maintenance("worker-b", cron_unit)
+    JobLeader.create(name="default", leader_id="worker-a", elected_at=now, expires_at=now + hour)
+    stale.enqueue_due_periodic(now)
+    finish_every_job = Job.update(state="completed", finalized_at=now, unique_key=None)
+    finish_every_job.execute()
+    # worker-a stalls; worker-b holds the lease meanwhile and runs the next minute.
+    JobLeader.update(leader_id="worker-b").execute()
+    other.enqueue_due_periodic(next_minute)
+    finish_every_job.execute()
+    # worker-a gets the lease back without ever seeing it lost: its cache says
+    # the next minute has not run yet. The stored schedule says it has.
+    JobLeader.update(leader_id="worker-a").execute()
+    stale.enqueue_due_periodic(next_minute)
+    assert len(periodic_rows("minutely")) == 2
+    stale.enqueue_due_periodic(next_minute)  # read again: nothing due
+    assert len(periodic_rows("minutely")) == 2
+
+
+def test_crontab_minutes_missed_while_no_leader_was_up_run_once_when_one_returns(database):
+    now = utcnow()
+    JobPeriodic.create(name="minutely", last_run_at=floor_minute(now) - datetime.timedelta(minutes=7))
+    leader = make_maintenance("worker-a", cron_unit)
+    leader.elect()
+    leader.enqueue_due_periodic(now)
+    Job.update(state="completed", finalized_at=now, unique_key=None).execute()  # that run finished
+    leader.enqueue_due_periodic(now)
+    assert len(periodic_rows("minutely")) == 1
 
 
 def finished(state, age):

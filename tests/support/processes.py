@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+HUEY_CONSUMER = str(Path(sys.executable).parent / "huey_consumer")
 
 
 class WorkerProcesses:
@@ -17,16 +18,18 @@ class WorkerProcesses:
         self.processes = []
 
     def start(self, *extra, env=None):
+        """A test worker (tests/support/worker.py: the test job kinds declared)."""
+        return self._spawn([sys.executable, "-m", "tests.support.worker", *extra], env)
+
+    def start_huey_consumer(self, *options, env=None):
+        """`huey_consumer omniflow.huey [options]`, Huey's own console script: the production worker."""
+        return self._spawn([HUEY_CONSUMER, "omniflow.huey", *options], env)
+
+    def _spawn(self, argv, env):
         index = len(self.processes)
         log = open(self.log_dir / f"worker-{index}.log", "w")
         env = dict(os.environ, DATABASE_URL=self.database_url, LOG_LEVEL="INFO", **(env or {}))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.worker", *extra],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         process.log_path = log.name
         self.processes.append(process)
         return process

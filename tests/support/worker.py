@@ -1,25 +1,39 @@
-"""A real worker process for tests: `python -m tests.support.worker [--periodic] [--shutdown-timeout S]`.
+"""A real worker process for tests.
 
-It goes through omniflow.py's own bootstrap and worker loop (DATABASE_URL
-from the environment); the only difference from production is that the test
-job kinds (and, with --periodic, the 15-second test pass) are declared.
+    python -m tests.support.worker [--periodic] [--crontab] [--fast-takeover] [--shutdown-timeout S]
+
+It starts exactly as `huey_consumer omniflow.huey` and `python omniflow.py
+worker` do (`huey.create_consumer`: settings from the environment, the
+database, the schema check); the differences from production are the job
+kinds: the test kinds instead of the production ones (so a test counts its
+own jobs only), the test passes asked for (--periodic: a 15-second pass;
+--crontab: a pass on every minute) and, with --fast-takeover, a leader
+lease of 3 s renewed every second, so a killed leader is replaced within
+seconds instead of 20.
 """
 
 import argparse
 
 import omniflow
-from jobs.engine import metrics
-from jobs.engine.kinds import QUEUES
+from jobs.engine import maintenance
 from tests.support import kinds  # noqa: F401
+
+FAST_LEADER_TTL_S = 3
+FAST_ELECT_INTERVAL_S = 1
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--periodic", action="store_true")
+parser.add_argument("--crontab", action="store_true")
+parser.add_argument("--fast-takeover", action="store_true")
 parser.add_argument("--shutdown-timeout", type=float, default=omniflow.SHUTDOWN_TIMEOUT_S)
 args = parser.parse_args()
 if args.periodic:
     from tests.support import periodic  # noqa: F401
+if args.crontab:
+    from tests.support import minutely  # noqa: F401
+omniflow.JOB_KIND_MODULES = ()
+if args.fast_takeover:
+    maintenance.LEADER_TTL_S = FAST_LEADER_TTL_S
+    maintenance.ELECT_INTERVAL_S = FAST_ELECT_INTERVAL_S
 
-settings = omniflow.bootstrap(pool_size=sum(QUEUES.values()) + omniflow.WORKER_POOL_EXTRA)
-omniflow.require_current_schema()
-metrics.serve(settings.worker_metrics_port)
-omniflow.run_worker(shutdown_timeout=args.shutdown_timeout)
+omniflow.huey.create_consumer(shutdown_timeout=args.shutdown_timeout).run()
