@@ -5,6 +5,7 @@
     python omniflow.py web                  serve the HTTP API on $PORT (the `web` process)
     python omniflow.py jobs list [--state S] [--limit N]
     python omniflow.py jobs retry ID | jobs cancel ID
+    python omniflow.py keys generate | keys rotate [--batch N]
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
 
@@ -21,6 +22,7 @@ from config.settings import ConfigError, load_settings
 from jobs import huey
 from jobs.engine.huey_app import SHUTDOWN_TIMEOUT_S
 from jobs.engine.kinds import QUEUES
+from ops import sealing
 from security.redactor import register_settings
 
 logger = logging.getLogger("omniflow")
@@ -43,6 +45,7 @@ def bootstrap(pool_size=10):
         raise SystemExit(2) from None
     configure_logging(settings.log_level)
     register_settings(settings)
+    sealing.use_keys(settings.data_encryption_key)
     bind_database(settings.database, pool_size=pool_size)
     return settings
 
@@ -183,6 +186,29 @@ def cmd_operators(args):
     print(f"operator {operator.username} created with {', '.join(sorted(operator.permission_set))}")
 
 
+def cmd_keys(args):
+    if args.action == "generate":
+        print(sealing.generate_key())
+        return
+    import models  # noqa: F401  (every sealed column registers itself with its model)
+    from ops import key_rotation
+
+    bootstrap()
+    require_current_schema()
+    if not sealing.available():
+        print("APP_DATA_ENCRYPTION_KEY is not set: there is no key to re-seal with", file=sys.stderr)
+        raise SystemExit(2)
+    resealed = {}
+    try:
+        for column, count, last_id in key_rotation.rotate(args.batch):
+            resealed[column] = resealed.get(column, 0) + count
+            print(f"{column}: {resealed[column]} re-sealed (through row {last_id})", flush=True)
+    except sealing.UnsealError as error:
+        print(f"{error}; nothing after it was re-sealed (run again once the key is back)", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"every sealed value is under key {sealing.keyring().newest_id} ({sum(resealed.values())} re-sealed now)")
+
+
 def cmd_demo(args):
     import migrations
     from devtools import demo
@@ -228,6 +254,12 @@ def cmd_fake_remnawave(args):
     run_cli(host=args.host, port=args.port, token=args.token, latency_ms=args.latency_ms, dev_mode=args.dev_mode)
 
 
+def _positive(text):
+    if not (text.isascii() and text.isdigit()) or int(text) == 0:
+        raise argparse.ArgumentTypeError("a positive whole number")
+    return int(text)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="omniflow.py", description="Omniflow: paid orders to working VPN access.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -259,6 +291,13 @@ def build_parser():
     creating.add_argument("username")
     creating.add_argument("--permissions", help="comma-separated (default: all of them)")
     operators_parser.set_defaults(run=cmd_operators)
+
+    keys_parser = commands.add_parser("keys", help="the keys that seal secrets at rest (APP_DATA_ENCRYPTION_KEY)")
+    keys_actions = keys_parser.add_subparsers(dest="action", required=True)
+    keys_actions.add_parser("generate", help="print a new key (put it first in APP_DATA_ENCRYPTION_KEY)")
+    rotating = keys_actions.add_parser("rotate", help="re-seal every sealed value with the newest key")
+    rotating.add_argument("--batch", type=_positive, default=500, help="rows per transaction (default 500)")
+    keys_parser.set_defaults(run=cmd_keys)
 
     demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
     demo_parser.add_argument("--seconds", type=float, default=40)

@@ -74,6 +74,7 @@ class Settings:
             for value in (
                 self.operator_token,
                 self.data_encryption_key,
+                *(key.strip() for key in self.data_encryption_key.split(",")),
                 self.remnawave_token,
                 self.telegram_bot_token,
                 self.database.dsn and urlsplit(self.database.dsn).password,
@@ -135,6 +136,17 @@ def _secret(env, name, min_length=0):
     return raw
 
 
+def _encryption_keys(env, name):
+    from ops.sealing import KeyFormatError, parse_keys
+
+    raw = (env.get(name) or "").strip()
+    try:
+        parse_keys(raw)
+    except KeyFormatError as error:
+        raise ConfigError(name, str(error)) from None
+    return raw
+
+
 def load_settings(environ=None, dotenv_path=None):
     """Read and validate every variable; raise ConfigError on the first bad one."""
     if environ is None:
@@ -157,7 +169,7 @@ def load_settings(environ=None, dotenv_path=None):
         port=port,
         log_level=log_level,
         operator_token=_secret(environ, "APP_OPERATOR_TOKEN", min_length=16),
-        data_encryption_key=_secret(environ, "APP_DATA_ENCRYPTION_KEY"),
+        data_encryption_key=_encryption_keys(environ, "APP_DATA_ENCRYPTION_KEY"),
         remnawave_url=_url(environ, "APP_REMNAWAVE_URL"),
         remnawave_token=_secret(environ, "APP_REMNAWAVE_TOKEN"),
         telegram_bot_token=_secret(environ, "APP_TELEGRAM_BOT_TOKEN"),

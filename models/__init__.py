@@ -5,7 +5,7 @@ from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
 from models.jobs import QUEUE_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
-from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxEvent
+from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxDelivery, OutboxDestination, OutboxEvent
 
 ALL_MODELS = QUEUE_MODELS + [
     Customer,
@@ -19,6 +19,8 @@ ALL_MODELS = QUEUE_MODELS + [
     OperatorNotice,
     AuditEvent,
     OutboxEvent,
+    OutboxDestination,
+    OutboxDelivery,
     MaintenanceState,
     Operator,
     OperatorSession,
