@@ -6,6 +6,7 @@
     python omniflow.py jobs list [--state S] [--limit N]
     python omniflow.py jobs retry ID | jobs cancel ID
     python omniflow.py keys generate | keys rotate [--batch N]
+    python omniflow.py outbox destinations add URL --topics a,b|'*' [--secret S] | list | remove ID
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
 
@@ -33,6 +34,12 @@ JOB_KIND_MODULES = (
     "jobs.fulfillment",
     "jobs.passes.fulfillment_reconcile",
     "jobs.passes.fulfillment_revive",
+    "jobs.outbox_delivery",
+)
+# Passes registered only when the worker has what they need (SPEC 5.2):
+# (pass, module whose register() declares it, the setting it needs, why).
+CONDITIONAL_PASSES = (
+    ("outbox_publish", "jobs.passes.outbox_publish", "data_encryption_key", "APP_DATA_ENCRYPTION_KEY is not set"),
 )
 
 
@@ -63,11 +70,26 @@ def require_current_schema():
         raise SystemExit(2)
 
 
-def load_job_kinds():
+def load_job_kinds(settings=None):
+    """Declare the job kinds, and the passes `settings` allow; returns
+    (the passes this process runs, {pass left out: why})."""
     import importlib
 
     for module in JOB_KIND_MODULES:
         importlib.import_module(module)
+    left_out = {}
+    for name, module, needs, why in CONDITIONAL_PASSES:
+        if settings is not None and getattr(settings, needs):
+            if name not in huey.periodic_schedules:
+                importlib.import_module(module).register()
+        else:
+            left_out[name] = why
+    return sorted(huey.periodic_schedules), left_out
+
+
+def log_passes(registered, left_out):
+    skipped = "; ".join(f"{name} ({why})" for name, why in sorted(left_out.items()))
+    logger.info(f"worker passes: running {', '.join(registered) or 'none'}; left out: {skipped or 'none'}")
 
 
 def cmd_migrate(args):
@@ -97,7 +119,7 @@ def cmd_worker(args):
 
     settings = bootstrap(pool_size=sum(QUEUES.values()) + WORKER_POOL_EXTRA)
     require_current_schema()
-    load_job_kinds()
+    log_passes(*load_job_kinds(settings))
     metrics.serve(settings.worker_metrics_port)
     run_worker(shutdown_timeout=args.shutdown_timeout)
 
@@ -209,6 +231,43 @@ def cmd_keys(args):
     print(f"every sealed value is under key {sealing.keyring().newest_id} ({sum(resealed.values())} re-sealed now)")
 
 
+def cmd_outbox(args):
+    from ops import outbox
+
+    bootstrap()
+    require_current_schema()
+    try:
+        if args.action == "add":
+            secret = args.secret or outbox.generate_secret()
+            destination = outbox.add_destination(args.url, args.topics, secret, "cli", args.reason)
+            print(f"destination {destination.id} added: {outbox.display_url(destination.url)} topics {args.topics}")
+            if not args.secret:
+                print(f"signing secret (shown once, keep it for the receiver): {secret}")
+        elif args.action == "list":
+            counts = outbox.delivery_counts()
+            print(f"{'id':>4}  {'pending':>7} {'retrying':>8} {'dead':>5}  {'created':<19}  url  topics")
+            for destination in outbox.active_destinations():
+                n = counts.get(destination.id, dict.fromkeys(outbox.COUNTED, 0))
+                topics = outbox.topics_of(destination.topics)
+                print(
+                    f"{destination.id:>4}  {n['pending']:>7} {n['retrying']:>8} {n['dead']:>5}  "
+                    f"{destination.created_at:%Y-%m-%d %H:%M:%S}  {outbox.display_url(destination.url)}  "
+                    f"{topics if topics == outbox.ALL_TOPICS else ','.join(topics)}"
+                )
+        elif args.action == "remove":
+            outbox.remove_destination(args.id, "cli", args.reason)
+            print(f"destination {args.id} removed; its undelivered events are dropped")
+    except outbox.DestinationRejected as error:
+        print(f"{error.code}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except outbox.DestinationNotFound as error:
+        print(str(error), file=sys.stderr)
+        raise SystemExit(1) from None
+    except sealing.SealingUnavailable as error:
+        print(str(error), file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def cmd_demo(args):
     import migrations
     from devtools import demo
@@ -298,6 +357,21 @@ def build_parser():
     rotating = keys_actions.add_parser("rotate", help="re-seal every sealed value with the newest key")
     rotating.add_argument("--batch", type=_positive, default=500, help="rows per transaction (default 500)")
     keys_parser.set_defaults(run=cmd_keys)
+
+    outbox_parser = commands.add_parser("outbox", help="where outbox events are published")
+    outbox_nouns = outbox_parser.add_subparsers(dest="noun", required=True)
+    destinations = outbox_nouns.add_parser("destinations", help="webhook destinations")
+    destination_actions = destinations.add_subparsers(dest="action", required=True)
+    adding = destination_actions.add_parser("add", help="add a destination (prints a generated secret once)")
+    adding.add_argument("url")
+    adding.add_argument("--topics", required=True, help="comma-separated topics, or '*' for all")
+    adding.add_argument("--secret", help="its whsec_ signing secret (default: a new one, printed once)")
+    adding.add_argument("--reason", default="added from the command line", help="for the audit log")
+    destination_actions.add_parser("list", help="active destinations and their undelivered counts")
+    removing = destination_actions.add_parser("remove", help="remove a destination")
+    removing.add_argument("id", type=int)
+    removing.add_argument("--reason", default="removed from the command line", help="for the audit log")
+    outbox_parser.set_defaults(run=cmd_outbox)
 
     demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
     demo_parser.add_argument("--seconds", type=float, default=40)

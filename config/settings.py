@@ -66,6 +66,7 @@ class Settings:
     telegram_delivery_rate: int = 25
     support_attachment_dir: str = ""
     worker_metrics_port: int = 0  # 0: the worker serves no metrics endpoint
+    outbox_retry_base_ms: int = 10_000  # the outbox's first retry delay; tests shorten it
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -183,4 +184,5 @@ def load_settings(environ=None, dotenv_path=None):
         telegram_delivery_rate=_positive_int(environ, "APP_TELEGRAM_DELIVERY_RATE", 25),
         support_attachment_dir=(environ.get("APP_SUPPORT_ATTACHMENT_DIR") or "").strip(),
         worker_metrics_port=_port(environ, "APP_WORKER_METRICS_PORT", 0),
+        outbox_retry_base_ms=_positive_int(environ, "APP_OUTBOX_RETRY_BASE_MS", 10_000),
     )

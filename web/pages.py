@@ -1,7 +1,9 @@
 """Pages an operator uses in a browser (SPEC 4.4): server-rendered, no build step.
 
 /panel/login, and System → Jobs (with each operation's history and Retry /
-Cancel asking for a reason), Drift, Outbox and Queue. A page needs the same
+Cancel asking for a reason), Drift, Outbox (with its destinations: pending,
+retrying and dead per destination; Add and Remove asking for a reason) and
+Queue. A page needs the same
 session and permission as the API behind it; without a session it sends the
 browser to the login page, without the permission it answers 403. Retry and
 Cancel call the panel API itself (`/v1/panel/system/jobs/{id}/retry|cancel`
@@ -29,7 +31,7 @@ from models.fulfillment import (
     FulfillmentOperation,
 )
 from models.ops import MaintenanceState, OutboxEvent
-from ops import maintenance, operators
+from ops import maintenance, operators, outbox
 from web import panel
 from web.answers import iso, plain_digits
 from web.problems import Problem
@@ -224,8 +226,13 @@ def build():
             .order_by(OutboxEvent.created_at)
             .limit(OUTBOX_ROWS)
         )
+        counts = outbox.delivery_counts()
         return render(
-            "outbox", operator=operator, rows=[(event.topic, _age(event.created_at, now)) for event in pending]
+            "outbox",
+            operator=operator,
+            rows=[(event.topic, _age(event.created_at, now)) for event in pending],
+            destinations=[panel.destination_json(d, counts) for d in outbox.active_destinations()],
+            can_write=operators.SYSTEM_WRITE in operator.permission_set,
         )
 
     @app.get("/panel/system/queue")

@@ -12,8 +12,8 @@ OPERATOR_TOKEN = "operator-token-0123456789abcdef"
 
 
 @pytest.fixture
-def web(database):
-    settings = load_settings({"APP_OPERATOR_TOKEN": OPERATOR_TOKEN})
+def web(database, data_key):
+    settings = load_settings({"APP_OPERATOR_TOKEN": OPERATOR_TOKEN, "APP_DATA_ENCRYPTION_KEY": data_key})
     server = waitress.create_server(create_app(settings), host="127.0.0.1", port=0, threads=4)
 
     def run():
