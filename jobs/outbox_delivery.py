@@ -1,7 +1,12 @@
 """The `outbox_delivery` job (SPEC 8.2, 15.2): deliver one stream — one
-destination, one aggregate — in event order.
+destination, one aggregate — in order.
 
-A run takes the stream's unfinished deliveries in event order and POSTs each
+The order is the deliveries' (`id`): the order the dispatcher routed the
+events in, which is the order they committed in (an event whose transaction
+commits after a later-numbered one is routed, and delivered, after it), and
+event id order among events routed together.
+
+A run takes the stream's unfinished deliveries in that order and POSTs each
 one (integrations/webhooks.py, with no transaction or pooled connection
 held), then records its outcome in a short transaction of its own:
 
@@ -134,7 +139,7 @@ _UNFINISHED_SQL = """
 SELECT d.id, d.event_id, d.attempts, d.next_attempt_at, e.topic, e.payload, e.created_at
 FROM outbox_deliveries d JOIN outbox_events e ON e.id = d.event_id
 WHERE d.destination_id = %s AND d.aggregate = %s AND d.status IN ('pending', 'retrying')
-ORDER BY d.event_id
+ORDER BY d.id
 LIMIT %s"""
 _UNCHANGED = " WHERE id = %s AND status IN ('pending', 'retrying') AND attempts = %s"
 

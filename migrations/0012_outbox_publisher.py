@@ -6,7 +6,8 @@ event and destination, and what an event needs to be routed and ordered.
   for its history and audit).
 - `outbox_deliveries`: one per (event, destination), never two (UNIQUE). The
   unfinished ones (pending, retrying) are what the publisher works through:
-  by stream (destination, aggregate) in event order, and by due time for the
+  by stream (destination, aggregate) in the order they were made (`id`:
+  routing order, which is the events' commit order), and by due time for the
   dispatcher's sweep; the not-delivered ones are what the Outbox page counts.
   Deleting an event (retention) deletes its deliveries.
 - `outbox_events` gains `aggregate` (events of one aggregate are delivered in
@@ -41,7 +42,7 @@ POSTGRES = [
         created_at TIMESTAMP NOT NULL,
         UNIQUE (event_id, destination_id)
     )""",
-    f"""CREATE INDEX outbox_deliveries_stream ON outbox_deliveries (destination_id, aggregate, event_id)
+    f"""CREATE INDEX outbox_deliveries_stream ON outbox_deliveries (destination_id, aggregate, id)
        WHERE {UNFINISHED}""",
     f"CREATE INDEX outbox_deliveries_due ON outbox_deliveries (next_attempt_at, id) WHERE {UNFINISHED}",
     """CREATE INDEX outbox_deliveries_undelivered ON outbox_deliveries (destination_id, status)

@@ -72,7 +72,7 @@ class OutboxDestination(BaseModel):
 
 class OutboxDelivery(BaseModel):
     """One event on its way to one destination. `aggregate` is the event's (or
-    `event:<id>` for an event without one): the stream delivered in event order."""
+    `event:<id>` for an event without one): the stream delivered in `id` (routing) order."""
 
     id = BigAutoField()
     event = ForeignKeyField(OutboxEvent, on_delete="CASCADE")

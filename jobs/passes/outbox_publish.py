@@ -2,7 +2,7 @@
 events to destinations and insert one `outbox_delivery` job per stream.
 
 A run has three steps, each in bounded batches, each batch one short
-transaction:
+transaction (a run past its timeout stops between batches):
 
 1. drop: the unfinished deliveries of removed destinations are deleted, and
    their events published if nothing else is missing;
@@ -28,7 +28,7 @@ import logging
 from peewee import fn
 
 import jobs
-from jobs import JobInsert, every, huey
+from jobs import JobInsert, current_job, every, huey
 from jobs.outbox_delivery import KIND, stream_args
 from models.base import db, utcnow
 from models.ops import OutboxDelivery, OutboxDestination, OutboxEvent
@@ -45,6 +45,12 @@ DROP_BATCH = 1000
 DROP_MAX_BATCHES = 10
 SWEEP_BATCH = 500
 SWEEP_GRACE = datetime.timedelta(seconds=30)
+
+
+def _stopping():
+    """The run passed its timeout (the interval) or was cancelled: the next run goes on."""
+    job = current_job()
+    return job is not None and job.should_stop()
 
 
 def drop_removed(now):
@@ -64,7 +70,7 @@ def drop_removed(now):
                 OutboxDelivery.delete().where(OutboxDelivery.id.in_([row[0] for row in rows])).execute()
                 publish_complete([row[1] for row in rows], now)
         dropped += len(rows)
-        if len(rows) < DROP_BATCH:
+        if len(rows) < DROP_BATCH or _stopping():
             break
     return dropped
 
@@ -123,7 +129,7 @@ def route(now):
         count, unmatched, inserted = route_batch(now)
         routed, published = routed + count, published + unmatched
         results.extend(inserted)
-        if count < ROUTE_BATCH:
+        if count < ROUTE_BATCH or _stopping():
             break
     return routed, published, results
 
@@ -135,7 +141,7 @@ def stalled_streams(now, limit=SWEEP_BATCH):
         earlier.destination == OutboxDelivery.destination,
         earlier.aggregate == OutboxDelivery.aggregate,
         earlier.status.in_(UNFINISHED),
-        earlier.event < OutboxDelivery.event,
+        earlier.id < OutboxDelivery.id,
     )
     return list(
         OutboxDelivery.select(OutboxDelivery.destination, OutboxDelivery.aggregate)

@@ -123,6 +123,20 @@ def test_one_aggregates_events_arrive_in_order_and_a_failure_holds_those_behind_
     assert ids_received(receiver) == events
 
 
+def test_an_event_committed_after_a_later_numbered_one_was_routed_goes_out_after_it(receivers):
+    receiver = receivers()
+    receiver.set_faults(fail_rate=1.0)  # hold the stream, so both are waiting when it moves
+    later = OutboxEvent.create(id=100, topic="order.paid", payload="{}", aggregate="customer:8").id
+    outbox_publish.dispatch()
+    run_all()
+    # A transaction that took id 50 before id 100 was taken commits only now.
+    earlier = OutboxEvent.create(id=50, topic="order.paid", payload="{}", aggregate="customer:8").id
+    outbox_publish.dispatch()
+    receiver.set_faults(fail_rate=0.0)
+    publish()
+    assert ids_received(receiver) == [later, earlier]
+
+
 def test_a_failure_backs_off_doubling_and_never_past_the_events_24_hours(receivers):
     receiver = receivers()
     receiver.set_faults(fail_rate=1.0)
