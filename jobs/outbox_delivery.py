@@ -7,8 +7,10 @@ commits after a later-numbered one is routed, and delivered, after it), and
 event id order among events routed together.
 
 A run takes the stream's unfinished deliveries in that order and POSTs each
-one (integrations/webhooks.py, with no transaction or pooled connection
-held), then records its outcome in a short transaction of its own:
+one (integrations/webhooks.py, outside any transaction; the run keeps its
+pooled connection between deliveries, at most one per `bulk` slot), then
+records its outcome in a short transaction of its own (one round trip on
+PostgreSQL):
 
 - 2xx: delivered; the event is published once every delivery it has is;
 - anything else: attempts + 1 and `retrying` until now + base × 2^(attempts−1)
@@ -32,7 +34,6 @@ import logging
 import time
 
 from jobs import UNIQUE_WHILE_ACTIVE, JobSnooze, current_job, huey
-from jobs.engine.executor import release_connection
 from models.base import db, utcnow
 from models.ops import OutboxDelivery, OutboxDestination
 from models.transactions import execute_all, fetch_all, fetch_one
@@ -109,7 +110,6 @@ def deliver_stream(destination_id, aggregate):
     sent = 0
     while True:
         batch = fetch_all(_UNFINISHED_SQL, (destination_id, aggregate, READ_AHEAD))
-        release_connection()
         if not batch:
             return
         for delivery_id, event_id, attempts, next_attempt_at, topic, payload, created_at in batch:
@@ -120,7 +120,6 @@ def deliver_stream(destination_id, aggregate):
             answer = sender().post(url, secret, event_id, event_body(topic, payload, created_at), time.time())
             sent += 1
             wait = _record(destination_id, delivery_id, event_id, attempts, created_at, answer, utcnow())
-            release_connection()
             if wait is not None:
                 raise JobSnooze(wait)
             if sent >= RUN_DELIVERIES or time.monotonic() - started > RUN_BUDGET_S or (job and job.should_stop()):

@@ -23,7 +23,7 @@ from peewee import SQL, fn
 
 from models.base import db, utcnow
 from models.ops import OutboxDelivery, OutboxDestination
-from models.transactions import execute_all, fetch_one, is_postgres
+from models.transactions import execute_all, is_postgres
 from ops.records import record_audit
 
 ALL_TOPICS = "*"
@@ -199,27 +199,30 @@ def publish_complete(event_ids, now):
     """Set `published_at` on those of the events whose every delivery is delivered.
 
     Call inside the transaction that changed their deliveries, after the
-    change: the event rows are locked first (in id order), so of two
-    transactions finishing the last two deliveries of one event, the later
-    one sees the other's and publishes it. (Hand-written SQL: the delivery
-    job runs this once per delivered event.) On PostgreSQL the UPDATE goes
-    out with the transaction's COMMIT.
+    change: the event rows are locked first (in id order), and the check is
+    the next statement, which under READ COMMITTED reads what was committed
+    by the time it got the locks; so of two transactions finishing the last
+    two deliveries of one event, the later one sees the other's and
+    publishes it. (SQLite has one writer at a time.) Hand-written SQL, as the
+    delivery job runs this for every event it delivers: on PostgreSQL both
+    statements go out with the transaction's COMMIT, in one round trip.
     """
     ids = sorted(set(event_ids))
     if not ids:
         return
     marks = ", ".join(["%s"] * len(ids))
-    fetch_one(
-        f"SELECT id FROM outbox_events WHERE id IN ({marks}) ORDER BY id" + (" FOR UPDATE" if is_postgres() else ""),
-        ids,
-    )
     execute_all(
         [
+            (
+                f"SELECT id FROM outbox_events WHERE id IN ({marks}) ORDER BY id"
+                + (" FOR UPDATE" if is_postgres() else ""),
+                ids,
+            ),
             (
                 f"UPDATE outbox_events SET published_at = %s WHERE id IN ({marks}) AND published_at IS NULL"
                 " AND NOT EXISTS (SELECT 1 FROM outbox_deliveries d"
                 " WHERE d.event_id = outbox_events.id AND d.status <> 'delivered')",
                 [now, *ids],
-            )
+            ),
         ]
     )

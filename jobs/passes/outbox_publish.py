@@ -7,15 +7,17 @@ transaction (a run past its timeout stops between batches):
 1. drop: the unfinished deliveries of removed destinations are deleted, and
    their events published if nothing else is missing;
 2. route: unrouted events, oldest first, get one delivery per active
-   destination that takes their topic, and each new stream (destination,
-   aggregate) its job, in one multi-row insert; an event no destination takes
-   is published at once (every destination has it: there is none). A
-   destination added later receives the events routed after it was added;
+   destination that takes their topic; then every stream (destination,
+   aggregate) the run touched gets its job, in one multi-row insert. An
+   event no destination takes is published at once (every destination has
+   it: there is none). A destination added later receives the events routed
+   after it was added;
 3. sweep: streams whose first unfinished delivery has been due for a grace
-   period without being delivered (its job ended without finishing: discarded
-   after unexpected errors, cancelled by an operator) get a job again, oldest
-   first. A stream whose job is queued, running or snoozed is skipped as a
-   duplicate.
+   period (two intervals) without being delivered get a job again, oldest
+   first: their job ended without finishing (discarded after unexpected
+   errors, cancelled by an operator), or it was finishing as the run routed
+   more to the stream. A stream whose job is queued, running or snoozed is
+   skipped as a duplicate.
 
 Nothing here sends a webhook; the jobs do, with their own retries. The pass
 is registered only when APP_DATA_ENCRYPTION_KEY is set (SPEC 5.2): every
@@ -41,10 +43,11 @@ INTERVAL_S = 5
 ROUTE_BATCH = 1000
 ROUTE_MAX_BATCHES = 10
 INSERT_CHUNK = 500  # rows per INSERT: SQLite takes at most 32 766 parameters
+JOB_INSERT_CHUNK = 1000
 DROP_BATCH = 1000
 DROP_MAX_BATCHES = 10
 SWEEP_BATCH = 500
-SWEEP_GRACE = datetime.timedelta(seconds=30)
+SWEEP_GRACE = datetime.timedelta(seconds=2 * INTERVAL_S)
 
 
 def _stopping():
@@ -76,7 +79,7 @@ def drop_removed(now):
 
 
 def route_batch(now):
-    """Route one batch of events; returns (events routed, published unmatched, job insert results)."""
+    """Route one batch of events; returns (events routed, published unmatched, the batch's streams)."""
     with db.atomic():
         events = list(
             OutboxEvent.select(OutboxEvent.id, OutboxEvent.topic, OutboxEvent.aggregate)
@@ -86,7 +89,7 @@ def route_batch(now):
             .tuples()
         )
         if not events:
-            return 0, 0, []
+            return 0, 0, {}
         destinations = list(
             OutboxDestination.select(OutboxDestination.id, OutboxDestination.topics)
             .where(OutboxDestination.active == True)  # noqa: E712
@@ -118,19 +121,31 @@ def route_batch(now):
         OutboxEvent.update(routed_at=now).where(OutboxEvent.id.in_(ids)).execute()
         if unmatched:
             OutboxEvent.update(published_at=now).where(OutboxEvent.id.in_(unmatched)).execute()
-        results = jobs.insert_many([JobInsert(KIND, stream_args(d, s)) for d, s in streams])
-    return len(events), len(unmatched), results
+    return len(events), len(unmatched), streams
 
 
 def route(now):
+    """Route batches, then insert one job per stream they touched; returns (routed, published, insert results).
+
+    The jobs go in after the last batch, not after each: a job started on
+    the first batch could find its stream empty, and finish, just before the
+    second batch added to that stream, whose insert would then be skipped as
+    a duplicate of the finishing job. (Deliveries routed while a job from an
+    earlier run is finishing can still meet that; the sweep picks them up.)
+    """
     routed = published = 0
-    results = []
+    streams = {}
     for _ in range(ROUTE_MAX_BATCHES):
-        count, unmatched, inserted = route_batch(now)
+        count, unmatched, touched = route_batch(now)
         routed, published = routed + count, published + unmatched
-        results.extend(inserted)
+        streams.update(touched)
         if count < ROUTE_BATCH or _stopping():
             break
+    inserts = [JobInsert(KIND, stream_args(d, s)) for d, s in streams]
+    results = []
+    with db.atomic():
+        for start in range(0, len(inserts), JOB_INSERT_CHUNK):
+            results += jobs.insert_many(inserts[start : start + JOB_INSERT_CHUNK])
     return routed, published, results
 
 

@@ -15,6 +15,7 @@ from jobs.passes import outbox_publish
 from models.base import db, utcnow
 from models.jobs import Job
 from models.ops import AuditEvent, OperatorNotice, OutboxDelivery, OutboxEvent
+from models.transactions import fetch_one
 from ops import outbox
 from ops.records import emit_event
 from tests.support.direct import run_all
@@ -234,6 +235,7 @@ def test_two_destinations_finishing_one_event_at_once_publish_it(receivers):
                 OutboxDelivery.id == rows[destination_id]
             ).execute()
             outbox.publish_complete([event.id], utcnow())
+            fetch_one("SELECT 1")  # sends what PostgreSQL would keep for the COMMIT; the transaction stays open
             inside.set()
             time.sleep(hold)
         db.close()
