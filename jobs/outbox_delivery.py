@@ -40,6 +40,7 @@ from models.transactions import execute_all, fetch_all, fetch_one
 from ops.outbox import DEAD, DELIVERED, RETRYING, publish_complete
 from ops.records import queue_notice
 from ops.sealing import unseal
+from security.redactor import register_secret
 
 logger = logging.getLogger("omniflow.outbox")
 
@@ -105,6 +106,7 @@ def deliver_stream(destination_id, aggregate):
     if found is None or not found[2]:
         return  # removed: the dispatcher drops its unfinished deliveries
     url, secret = found[0], unseal(found[1], OutboxDestination.secret.context, destination_id)
+    register_secret(secret)  # whatever error text leaves this process, the secret is not in it
     job = current_job()
     started = time.monotonic()
     sent = 0
