@@ -5,6 +5,8 @@
     python omniflow.py web                  serve the HTTP API on $PORT (the `web` process)
     python omniflow.py jobs list [--state S] [--limit N]   the queue's rows ("jobs" means queue rows only)
     python omniflow.py jobs retry ID | jobs cancel ID [--reason TEXT]   audited (actor `cli`)
+    python omniflow.py keys generate | keys rotate [--batch N]
+    python omniflow.py outbox destinations add URL --topics a,b|'*' [--secret S] | list | remove ID
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py dev-seed             development: migrate, then sample data for the dev stack
     python omniflow.py dev-wait-panel       development: return once APP_REMNAWAVE_URL answers (the stack's worker)
@@ -28,6 +30,7 @@ from config.settings import ConfigError, load_settings
 from jobs import huey
 from jobs.engine.consumer_options import SHUTDOWN_TIMEOUT_S
 from jobs.engine.kinds import QUEUES
+from ops import sealing
 from security.redactor import redact, register_settings
 
 logger = logging.getLogger("omniflow")
@@ -39,6 +42,12 @@ JOB_KIND_MODULES = (
     "jobs.fulfillment",
     "jobs.passes.fulfillment_reconcile",
     "jobs.passes.fulfillment_revive",
+    "jobs.outbox_delivery",
+)
+# Passes registered only when the worker has what they need (SPEC 5.2):
+# (pass, module whose register() declares it, the setting it needs, why).
+CONDITIONAL_PASSES = (
+    ("outbox_publish", "jobs.passes.outbox_publish", "data_encryption_key", "APP_DATA_ENCRYPTION_KEY is not set"),
 )
 
 
@@ -51,6 +60,7 @@ def bootstrap(pool_size=10, log_level=None, log_file=None):
         raise SystemExit(2) from None
     configure_logging(log_level or settings.log_level, log_file)
     register_settings(settings)
+    sealing.use_keys(settings.data_encryption_key)
     bind_database(settings.database, pool_size=pool_size)
     return settings
 
@@ -79,11 +89,26 @@ def require_current_schema():
         raise SystemExit(2)
 
 
-def load_job_kinds():
+def load_job_kinds(settings=None):
+    """Declare the job kinds, and the passes `settings` allow; returns
+    (the passes this process runs, {pass left out: why})."""
     import importlib
 
     for module in JOB_KIND_MODULES:
         importlib.import_module(module)
+    left_out = {}
+    for name, module, needs, why in CONDITIONAL_PASSES:
+        if settings is not None and getattr(settings, needs):
+            if name not in huey.periodic_schedules:
+                importlib.import_module(module).register()
+        else:
+            left_out[name] = why
+    return sorted(huey.periodic_schedules), left_out
+
+
+def log_passes(registered, left_out):
+    skipped = "; ".join(f"{name} ({why})" for name, why in sorted(left_out.items()))
+    logger.info(f"worker passes: running {', '.join(registered) or 'none'}; left out: {skipped or 'none'}")
 
 
 def cmd_migrate(args):
@@ -106,7 +131,7 @@ def start_worker_process(options):
     )
     require_reachable_database(settings)
     require_current_schema()
-    load_job_kinds()
+    log_passes(*load_job_kinds(settings))
     metrics.serve(settings.worker_metrics_port)
 
 
@@ -216,6 +241,66 @@ def cmd_operators(args):
     print(f"operator {operator.username} created with {', '.join(sorted(operator.permission_set))}")
 
 
+def cmd_keys(args):
+    if args.action == "generate":
+        print(sealing.generate_key())
+        return
+    import models  # noqa: F401  (every sealed column registers itself with its model)
+    from ops import key_rotation
+
+    bootstrap()
+    require_current_schema()
+    if not sealing.available():
+        print("APP_DATA_ENCRYPTION_KEY is not set: there is no key to re-seal with", file=sys.stderr)
+        raise SystemExit(2)
+    resealed = {}
+    try:
+        for column, count, last_id in key_rotation.rotate(args.batch):
+            resealed[column] = resealed.get(column, 0) + count
+            print(f"{column}: {resealed[column]} re-sealed (through row {last_id})", flush=True)
+    except sealing.UnsealError as error:
+        print(f"{error}; nothing after it was re-sealed (run again once the key is back)", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(f"every sealed value is under key {sealing.keyring().newest_id} ({sum(resealed.values())} re-sealed now)")
+
+
+def cmd_outbox(args):
+    from ops import outbox
+
+    bootstrap()
+    require_current_schema()
+    try:
+        if args.action == "add":
+            secret = args.secret or outbox.generate_secret()
+            destination = outbox.add_destination(args.url, args.topics, secret, "cli", args.reason)
+            print(f"destination {destination.id} added: {outbox.display_url(destination.url)} topics {args.topics}")
+            if not args.secret:
+                print(f"signing secret (shown once, keep it for the receiver): {secret}")
+        elif args.action == "list":
+            counts = outbox.delivery_counts()
+            print(f"{'id':>4}  {'pending':>7} {'retrying':>8} {'dead':>5}  {'created':<19}  url  topics")
+            for destination in outbox.active_destinations():
+                n = counts.get(destination.id, dict.fromkeys(outbox.COUNTED, 0))
+                topics = outbox.topics_of(destination.topics)
+                print(
+                    f"{destination.id:>4}  {n['pending']:>7} {n['retrying']:>8} {n['dead']:>5}  "
+                    f"{destination.created_at:%Y-%m-%d %H:%M:%S}  {outbox.display_url(destination.url)}  "
+                    f"{topics if topics == outbox.ALL_TOPICS else ','.join(topics)}"
+                )
+        elif args.action == "remove":
+            outbox.remove_destination(args.id, "cli", args.reason)
+            print(f"destination {args.id} removed; its undelivered events are dropped")
+    except outbox.DestinationRejected as error:
+        print(f"{error.code}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except outbox.DestinationNotFound as error:
+        print(str(error), file=sys.stderr)
+        raise SystemExit(1) from None
+    except sealing.SealingUnavailable as error:
+        print(str(error), file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def cmd_demo(args):
     import migrations
     from devtools import demo
@@ -291,6 +376,12 @@ def cmd_fake_provider(args):
     run_cli(host=args.host, port=args.port, webhook_url=args.webhook_url, auto_pay_seconds=args.auto_pay_seconds)
 
 
+def _positive(text):
+    if not (text.isascii() and text.isdigit()) or int(text) == 0:
+        raise argparse.ArgumentTypeError("a positive whole number")
+    return int(text)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="omniflow.py", description="Omniflow: paid orders to working VPN access.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -324,6 +415,28 @@ def build_parser():
     creating.add_argument("username")
     creating.add_argument("--permissions", help="comma-separated (default: all of them)")
     operators_parser.set_defaults(run=cmd_operators)
+
+    keys_parser = commands.add_parser("keys", help="the keys that seal secrets at rest (APP_DATA_ENCRYPTION_KEY)")
+    keys_actions = keys_parser.add_subparsers(dest="action", required=True)
+    keys_actions.add_parser("generate", help="print a new key (put it first in APP_DATA_ENCRYPTION_KEY)")
+    rotating = keys_actions.add_parser("rotate", help="re-seal every sealed value with the newest key")
+    rotating.add_argument("--batch", type=_positive, default=500, help="rows per transaction (default 500)")
+    keys_parser.set_defaults(run=cmd_keys)
+
+    outbox_parser = commands.add_parser("outbox", help="where outbox events are published")
+    outbox_nouns = outbox_parser.add_subparsers(dest="noun", required=True)
+    destinations = outbox_nouns.add_parser("destinations", help="webhook destinations")
+    destination_actions = destinations.add_subparsers(dest="action", required=True)
+    adding = destination_actions.add_parser("add", help="add a destination (prints a generated secret once)")
+    adding.add_argument("url")
+    adding.add_argument("--topics", required=True, help="comma-separated topics, or '*' for all")
+    adding.add_argument("--secret", help="its whsec_ signing secret (default: a new one, printed once)")
+    adding.add_argument("--reason", default="added from the command line", help="for the audit log")
+    destination_actions.add_parser("list", help="active destinations and their undelivered counts")
+    removing = destination_actions.add_parser("remove", help="remove a destination")
+    removing.add_argument("id", type=int)
+    removing.add_argument("--reason", default="removed from the command line", help="for the audit log")
+    outbox_parser.set_defaults(run=cmd_outbox)
 
     demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
     demo_parser.add_argument("--seconds", type=float, default=40)

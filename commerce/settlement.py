@@ -91,6 +91,7 @@ def settle_order(order_id, settled_by):
                 "amountMinor": order.amount_minor,
                 "currency": order.currency,
             },
+            aggregate=f"customer:{order.customer_id}",
         )
         queue_notice(NOTICE_ORDER_PAID, f"order:{order.id}", {"orderId": order.id, "entitlementId": entitlement.id})
         return Settlement(order.id, entitlement.id, enqueued.operation.id, already_settled=False)

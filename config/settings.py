@@ -84,6 +84,7 @@ class Settings:
     cookie_secure: bool = True  # False only for development over plain http
     trusted_proxy: str = ""  # the reverse proxy whose X-Forwarded-For names the client ("*": any peer)
     trusted_proxy_count: int = 1  # how many proxies in a row append to X-Forwarded-For
+    outbox_retry_base_ms: int = 10_000  # the outbox's first retry delay; tests shorten it
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -92,6 +93,7 @@ class Settings:
             for value in (
                 self.operator_token,
                 self.data_encryption_key,
+                *(key.strip() for key in self.data_encryption_key.split(",")),
                 self.remnawave_token,
                 self.telegram_bot_token,
                 self.yookassa_secret_key,
@@ -198,6 +200,17 @@ def _yookassa_shop(env):
     return shop_id, secret_key
 
 
+def _encryption_keys(env, name):
+    from ops.sealing import KeyFormatError, parse_keys
+
+    raw = (env.get(name) or "").strip()
+    try:
+        parse_keys(raw)
+    except KeyFormatError as error:
+        raise ConfigError(name, str(error)) from None
+    return raw
+
+
 def load_settings(environ=None, dotenv_path=None):
     """Read and validate every variable; raise ConfigError on the first bad one."""
     if environ is None:
@@ -221,7 +234,7 @@ def load_settings(environ=None, dotenv_path=None):
         port=port,
         log_level=log_level,
         operator_token=_secret(environ, "APP_OPERATOR_TOKEN", min_length=16),
-        data_encryption_key=_secret(environ, "APP_DATA_ENCRYPTION_KEY"),
+        data_encryption_key=_encryption_keys(environ, "APP_DATA_ENCRYPTION_KEY"),
         remnawave_url=_url(environ, "APP_REMNAWAVE_URL"),
         remnawave_token=_secret(environ, "APP_REMNAWAVE_TOKEN"),
         telegram_bot_token=_secret(environ, "APP_TELEGRAM_BOT_TOKEN"),
@@ -244,4 +257,5 @@ def load_settings(environ=None, dotenv_path=None):
         cookie_secure=_boolean(environ, "APP_COOKIE_SECURE", True),
         trusted_proxy=_proxy_address(environ, "APP_TRUSTED_PROXY"),
         trusted_proxy_count=_positive_int(environ, "APP_TRUSTED_PROXY_COUNT", 1),
+        outbox_retry_base_ms=_positive_int(environ, "APP_OUTBOX_RETRY_BASE_MS", 10_000),
     )

@@ -7,7 +7,7 @@ from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory
 from models.jobs import QUEUE_MODELS
 from models.ledger import LEDGER_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
-from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxEvent
+from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxDelivery, OutboxDestination, OutboxEvent
 from models.payments import PAYMENT_MODELS
 
 ALL_MODELS = QUEUE_MODELS + [
@@ -22,6 +22,8 @@ ALL_MODELS = QUEUE_MODELS + [
     OperatorNotice,
     AuditEvent,
     OutboxEvent,
+    OutboxDestination,
+    OutboxDelivery,
     MaintenanceState,
     Operator,
     OperatorSession,

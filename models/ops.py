@@ -1,10 +1,12 @@
-"""Operational records: operator notices, audit events, the outbox, maintenance mode."""
+"""Operational records: operator notices, audit events, the outbox and its deliveries, maintenance mode."""
 
-from peewee import BigAutoField, BooleanField, DateTimeField, IntegerField, TextField
+from peewee import BigAutoField, BooleanField, DateTimeField, ForeignKeyField, IntegerField, TextField
 
 from models.base import BaseModel, utcnow
+from ops.sealing import SealedField
 
 NOTICE_STATUSES = ("pending", "sent", "suppressed", "failed")
+DELIVERY_STATUSES = ("pending", "retrying", "delivered", "dead")
 
 
 class OperatorNotice(BaseModel):
@@ -37,17 +39,55 @@ class AuditEvent(BaseModel):
 
 
 class OutboxEvent(BaseModel):
+    """An event written with the change it reports (SPEC 8.1). `aggregate` (e.g.
+    `customer:42`) orders it with the other events of that aggregate; `routed_at`
+    is when its deliveries were made, `published_at` when every one of them arrived."""
+
     id = BigAutoField()
     topic = TextField()
     payload = TextField()
+    aggregate = TextField(null=True)
     created_at = DateTimeField(default=utcnow)
+    routed_at = DateTimeField(null=True)
     published_at = DateTimeField(null=True)
-    attempt_count = IntegerField(default=0)
-    next_attempt_at = DateTimeField(null=True)
-    last_error = TextField(null=True)
 
     class Meta:
         table_name = "outbox_events"
+
+
+class OutboxDestination(BaseModel):
+    """Where events are published (SPEC 15.2): a URL, the topics it takes ('*' or a
+    JSON list) and its Standard Webhooks signing secret, sealed."""
+
+    id = BigAutoField()
+    url = TextField()
+    topics = TextField()
+    secret = SealedField()
+    active = BooleanField(default=True)
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "outbox_destinations"
+
+
+class OutboxDelivery(BaseModel):
+    """One event on its way to one destination. `aggregate` is the event's (or
+    `event:<id>` for an event without one): the stream delivered in `id` (routing) order."""
+
+    id = BigAutoField()
+    event = ForeignKeyField(OutboxEvent, on_delete="CASCADE")
+    destination = ForeignKeyField(OutboxDestination)
+    aggregate = TextField()
+    status = TextField(default="pending")
+    attempts = IntegerField(default=0)
+    next_attempt_at = DateTimeField()
+    last_error_code = TextField(null=True)
+    delivered_at = DateTimeField(null=True)
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "outbox_deliveries"
+        indexes = ((("event", "destination"), True),)
 
 
 class MaintenanceState(BaseModel):

@@ -8,7 +8,7 @@ lock already covers the whole transaction. `retry_serializable(fn)` runs
 serialize it (or, on SQLite, stayed busy past the timeout); `fn` must only
 touch the database, never the outside world, so running it again is safe.
 
-`fetch_one` and `execute_all` run hand-written SQL (written with `%s`
+`fetch_one`, `fetch_all` and `execute_all` run hand-written SQL (written with `%s`
 placeholders) on either database. Inside a SERIALIZABLE transaction every
 round trip lengthens the window in which concurrent transactions conflict,
 so `execute_all` sends a group of writes as one round trip on PostgreSQL,
@@ -66,6 +66,11 @@ def _dialect(sql):
 def fetch_one(sql, params=()):
     """The first row of a hand-written query, or None."""
     return db.execute_sql(_dialect(sql), params).fetchone()
+
+
+def fetch_all(sql, params=()):
+    """Every row of a hand-written query."""
+    return db.execute_sql(_dialect(sql), params).fetchall()
 
 
 def execute_all(statements):

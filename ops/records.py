@@ -33,5 +33,10 @@ def record_audit(category, action, actor, reason=None, subject_type=None, subjec
     )
 
 
-def emit_event(topic, payload):
-    return OutboxEvent.create(topic=topic, payload=json.dumps(payload, sort_keys=True), created_at=utcnow())
+def emit_event(topic, payload, aggregate=None):
+    """An outbox event in the caller's transaction. Events that name the same
+    `aggregate` (e.g. `customer:42`) reach each destination in the order they
+    were emitted; an event without one is ordered with no other."""
+    return OutboxEvent.create(
+        topic=topic, payload=json.dumps(payload, sort_keys=True), aggregate=aggregate, created_at=utcnow()
+    )

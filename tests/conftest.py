@@ -3,6 +3,7 @@
 import pytest
 
 from models.base import db
+from ops import sealing
 from tests.support import (
     backends,
     kinds,  # noqa: F401  (declares the test job kinds on jobs.huey)
@@ -25,6 +26,18 @@ def pytest_collection_modifyitems(items):
             backend = callspec.params.get("backend", "none") if callspec else "none"
             item.add_marker(pytest.mark.xdist_group(f"processes-{backend}"))
     items.sort(key=lambda item: item.get_closest_marker("processes") is None)
+
+# Fixed keys for tests only: the key sealing in tests, and a newer one for rotation.
+TEST_DATA_KEY = "b21uaWZsb3ctdGVzdC1zZWFsaW5nLWtleS0wMDAwMDE="
+NEWER_TEST_DATA_KEY = "b21uaWZsb3ctdGVzdC1zZWFsaW5nLWtleS0wMDAwMDI="
+
+
+@pytest.fixture
+def data_key():
+    """This process seals with TEST_DATA_KEY (as bootstrap does with APP_DATA_ENCRYPTION_KEY), and with no key after."""
+    sealing.use_keys(TEST_DATA_KEY)
+    yield TEST_DATA_KEY
+    sealing.use_keys(None)
 
 
 @pytest.fixture(scope="session")

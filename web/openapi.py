@@ -79,6 +79,18 @@ HISTORY_ROW = _object(
     }
 )
 MAINTENANCE = _object({"active": {"type": "boolean"}, "since": TIME, "reason": NULLABLE_STRING})
+DESTINATION = _object(
+    {
+        "id": INTEGER,
+        "url": {"type": "string", "description": "the origin only; a path or query shows as /…"},
+        "topics": {"type": "array", "items": STRING, "description": '["*"]: every topic'},
+        "active": {"type": "boolean"},
+        "createdAt": TIME,
+        "pending": INTEGER,
+        "retrying": INTEGER,
+        "dead": INTEGER,
+    }
+)
 WHOAMI = _object({"username": STRING, "permissions": {"type": "array", "items": STRING}})
 PROBLEM = _object(
     {
@@ -362,11 +374,70 @@ def document():
             },
         },
     }
+    paths["/v1/panel/system/outbox/destinations"] = {
+        "get": {
+            "summary": "Where outbox events are published, with each one's undelivered counts (system.read)",
+            "security": SESSION,
+            "responses": {
+                "200": _ok(_object({"destinations": {"type": "array", "items": DESTINATION}})),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+            },
+        },
+        "post": {
+            "summary": "Add a destination; its secret is sealed and never shown again (system.write, audited)",
+            "security": SESSION,
+            "parameters": [REASON],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": _object(
+                            {
+                                "url": {"type": "string", "format": "uri", "maxLength": 2000},
+                                "topics": {
+                                    "type": ["array", "string"],
+                                    "items": STRING,
+                                    "description": 'topic names, or "*" for every topic',
+                                },
+                                "secret": {
+                                    "type": "string",
+                                    "pattern": "^whsec_[A-Za-z0-9+/=]+$",
+                                    "description": "Standard Webhooks signing secret: whsec_ + 24-64 bytes of base64",
+                                },
+                            }
+                        )
+                    }
+                },
+            },
+            "responses": {
+                "201": _ok(_object({"destination": DESTINATION}), "added"),
+                "400": _error("bad input: `invalid_url`, `invalid_topics`, `invalid_secret`, `invalid_body`, …"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "503": _error("APP_DATA_ENCRYPTION_KEY is not set (`sealing_unavailable`)"),
+            },
+        },
+    }
+    paths["/v1/panel/system/outbox/destinations/{destinationID}"] = {
+        "delete": {
+            "summary": "Remove a destination; what it has not received is dropped (system.write, audited)",
+            "security": SESSION,
+            "parameters": [_id_parameter("destinationID"), REASON],
+            "responses": {
+                "200": _ok(_object({"destination": DESTINATION})),
+                "400": BAD_REQUEST,
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": _error("no such active destination (`destination_not_found`)"),
+            },
+        }
+    }
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
     for path, item in paths.items():
         if path.startswith("/v1/panel/"):
             for operation in item.values():
-                operation["responses"]["503"] = unavailable
+                operation["responses"].setdefault("503", unavailable)
     paths["/v1/openapi.json"] = {"get": {"summary": "This description", "responses": {"200": _ok({"type": "object"})}}}
     return {
         "openapi": "3.1.0",

@@ -1,7 +1,9 @@
 """Pages an operator uses in a browser (SPEC 4.4): server-rendered, no build step.
 
 /panel/login, and System → Operations (fulfillment operations, each with its
-history, and Retry / Cancel asking for a reason), Drift, Outbox and Queue
+history, and Retry / Cancel asking for a reason), Drift, Outbox (with its
+destinations: pending, retrying and dead per destination; Add and Remove
+asking for a reason) and Queue
 (the job queue's rows: "jobs" means queue rows only; the panel API's path
 `/v1/panel/system/jobs` is SPEC 4.2's name for the operations). A page needs
 the same session and permission as the API behind it; without a session it
@@ -32,7 +34,7 @@ from models.fulfillment import (
     FulfillmentOperation,
 )
 from models.ops import MaintenanceState, OutboxEvent
-from ops import maintenance, operators
+from ops import maintenance, operators, outbox
 from web import panel
 from web.answers import iso, plain_digits
 from web.problems import Problem
@@ -239,8 +241,13 @@ def build(secure_cookies=True):
             .order_by(OutboxEvent.created_at)
             .limit(OUTBOX_ROWS)
         )
+        counts = outbox.delivery_counts()
         return render(
-            "outbox", operator=operator, rows=[(event.topic, _age(event.created_at, now)) for event in pending]
+            "outbox",
+            operator=operator,
+            rows=[(event.topic, _age(event.created_at, now)) for event in pending],
+            destinations=[panel.destination_json(d, counts) for d in outbox.active_destinations()],
+            can_write=operators.SYSTEM_WRITE in operator.permission_set,
         )
 
     @app.get("/panel/system/queue")

@@ -9,13 +9,18 @@ POST   /v1/panel/system/jobs/{id}/retry|cancel    (system.write, X-Operator-Reas
 POST   /v1/panel/customers/{c}/subscriptions/{s}/operations   an operator change (subscriptions.write, SPEC 2.19)
 GET    /v1/panel/system/maintenance               the maintenance switch (system.read)
 POST   /v1/panel/system/maintenance {active}      turn it on or off (system.write, X-Operator-Reason)
+GET    /v1/panel/system/outbox/destinations       where events are published, with undelivered counts (system.read)
+POST   /v1/panel/system/outbox/destinations {url, topics, secret}   add one (system.write, X-Operator-Reason)
+DELETE /v1/panel/system/outbox/destinations/{id}  remove one (system.write, X-Operator-Reason)
 
 The session cookie is HttpOnly and SameSite=Strict, so another site can
 neither read it nor send it; every mutation also needs the
 `X-Operator-Reason` header, which a cross-site form cannot set, and writes
 its audit event in the mutation's own transaction. Rows carry what an
 operator acts on (times, operation, attempts, error code, correlation id),
-never the request or response summaries or the desired state.
+never the request or response summaries or the desired state. A
+destination's signing secret goes in once, sealed, and never comes out; its
+URL is shown by origin only (a path may carry a token).
 """
 
 import base64
@@ -28,7 +33,7 @@ from fulfillment import changes, repair
 from fulfillment.enqueue import FulfillmentRequestRejected
 from models.base import db
 from models.fulfillment import OPERATION_STATUSES, OPERATIONS, FulfillmentHistory, FulfillmentOperation
-from ops import maintenance, operators
+from ops import maintenance, operators, outbox, sealing
 from web import problems
 from web.admin import maintenance_json
 from web.answers import (
@@ -74,6 +79,19 @@ def history_json(row):
         "errorCode": row.error_code,
         "correlationId": row.correlation_id,
         "createdAt": iso(row.created_at),
+    }
+
+
+def destination_json(destination, counts):
+    undelivered = counts.get(destination.id, dict.fromkeys(outbox.COUNTED, 0))
+    topics = outbox.topics_of(destination.topics)
+    return {
+        "id": destination.id,
+        "url": outbox.display_url(destination.url),
+        "topics": [outbox.ALL_TOPICS] if topics == outbox.ALL_TOPICS else topics,
+        "active": bool(destination.active),
+        "createdAt": iso(destination.created_at),
+        **undelivered,
     }
 
 
@@ -304,6 +322,40 @@ def build(secure_cookies=True):
         with db.atomic():
             maintenance.set_mode(active, reason, actor=f"operator:{operator.username}")
         return json_answer(200, maintenance_json())
+
+    @app.get("/v1/panel/system/outbox/destinations")
+    @signed_in(operators.SYSTEM_READ)
+    def list_destinations(operator):
+        counts = outbox.delivery_counts()
+        return json_answer(200, {"destinations": [destination_json(d, counts) for d in outbox.active_destinations()]})
+
+    @app.post("/v1/panel/system/outbox/destinations")
+    @signed_in(operators.SYSTEM_WRITE)
+    def add_destination(operator):
+        reason = _reason()
+        body = json_body()
+        try:
+            destination = outbox.add_destination(
+                body.get("url"), body.get("topics"), body.get("secret"), f"operator:{operator.username}", reason
+            )
+        except outbox.DestinationRejected as rejected:
+            raise Problem(400, rejected.code, str(rejected)) from None
+        except sealing.SealingUnavailable:
+            raise Problem(
+                503, problems.SEALING_UNAVAILABLE, "secrets cannot be sealed: APP_DATA_ENCRYPTION_KEY is not set"
+            ) from None
+        return json_answer(201, {"destination": destination_json(destination, {})})
+
+    @app.delete("/v1/panel/system/outbox/destinations/<destination_id>")
+    @signed_in(operators.SYSTEM_WRITE)
+    def remove_destination(operator, destination_id):
+        destination_id = id_param(destination_id, problems.INVALID_DESTINATION_ID, "a destination id")
+        reason = _reason()
+        try:
+            destination = outbox.remove_destination(destination_id, f"operator:{operator.username}", reason)
+        except outbox.DestinationNotFound as missing:
+            raise Problem(404, problems.DESTINATION_NOT_FOUND, str(missing)) from None
+        return json_answer(200, {"destination": destination_json(destination, {})})
 
     return app
 

@@ -36,6 +36,9 @@ STATE_CONFLICT = "state_conflict"
 METRICS_UNAVAILABLE = "metrics_unavailable"
 REQUEST_ID_REQUIRED = "request_id_required"
 TOO_MANY_ATTEMPTS = "too_many_attempts"
+INVALID_DESTINATION_ID = "invalid_destination_id"
+DESTINATION_NOT_FOUND = "destination_not_found"
+SEALING_UNAVAILABLE = "sealing_unavailable"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

@@ -1,15 +1,15 @@
 """A real worker process for tests.
 
-    python -m tests.support.worker [--periodic] [--crontab] [--fast-takeover] [--shutdown-timeout S]
+    python -m tests.support.worker [--periodic] [--crontab] [--app-kinds] [--fast-takeover] [--shutdown-timeout S]
 
 It starts exactly as `huey_consumer omniflow.huey` and `python omniflow.py
 worker` do (`huey.create_consumer`: settings from the environment, the
 database, the schema check); the differences from production are the job
-kinds: the test kinds instead of the production ones (so a test counts its
-own jobs only), the test passes asked for (--periodic: a 15-second pass;
---crontab: a pass on every minute) and, with --fast-takeover, a leader
-lease of 3 s renewed every second, so a killed leader is replaced within
-seconds instead of 20.
+kinds: the test kinds (so a test counts its own jobs only), the application's
+own kinds and passes only with --app-kinds, the test passes asked for
+(--periodic: a 15-second pass; --crontab: a pass on every minute) and, with
+--fast-takeover, a leader lease of 3 s renewed every second, so a killed
+leader is replaced within seconds instead of 20.
 """
 
 import argparse
@@ -24,6 +24,7 @@ FAST_ELECT_INTERVAL_S = 1
 parser = argparse.ArgumentParser()
 parser.add_argument("--periodic", action="store_true")
 parser.add_argument("--crontab", action="store_true")
+parser.add_argument("--app-kinds", action="store_true", help="also declare the application's kinds and passes")
 parser.add_argument("--fast-takeover", action="store_true")
 parser.add_argument("--shutdown-timeout", type=float, default=omniflow.SHUTDOWN_TIMEOUT_S)
 args = parser.parse_args()
@@ -31,7 +32,9 @@ if args.periodic:
     from tests.support import periodic  # noqa: F401
 if args.crontab:
     from tests.support import minutely  # noqa: F401
-omniflow.JOB_KIND_MODULES = ()
+if not args.app_kinds:
+    omniflow.JOB_KIND_MODULES = ()
+    omniflow.CONDITIONAL_PASSES = ()
 if args.fast_takeover:
     maintenance.LEADER_TTL_S = FAST_LEADER_TTL_S
     maintenance.ELECT_INTERVAL_S = FAST_ELECT_INTERVAL_S

@@ -44,6 +44,6 @@ def serving(environ=None, threads=4):
 
 
 @pytest.fixture
-def web(database):
-    with serving() as base:
+def web(database, data_key):
+    with serving({"APP_DATA_ENCRYPTION_KEY": data_key}) as base:
         yield base

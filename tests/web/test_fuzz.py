@@ -18,13 +18,16 @@ from models.commerce import Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
 from models.operators import Operator
-from models.ops import AuditEvent, MaintenanceState, OutboxEvent
+from models.ops import AuditEvent, MaintenanceState, OutboxDestination, OutboxEvent
 from tests.web import test_panel_api as api
 from tests.web.conftest import OPERATOR_TOKEN
 from web.openapi import document
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
-WRITTEN = (FulfillmentOperation, FulfillmentHistory, Entitlement, Subscription, Order, Job, AuditEvent, OutboxEvent)
+WRITTEN = (
+    FulfillmentOperation, FulfillmentHistory, Entitlement, Subscription, Order, Job, AuditEvent, OutboxEvent,
+    OutboxDestination,
+)  # fmt: skip
 # Every described operation but signing out, which would end the session the fuzzing signs in with.
 OPERATIONS = [
     (path, method, spec)

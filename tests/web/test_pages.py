@@ -12,6 +12,7 @@ from jobs import JobInsert, insert_many
 from models.base import utcnow
 from models.fulfillment import EntitlementDrift, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
+from ops import outbox
 from ops.records import emit_event
 from tests.web import test_panel_api as api
 from web.pages import drift_value
@@ -19,6 +20,7 @@ from web.pages import drift_value
 ROOT = Path(__file__).resolve().parents[2]
 NAVIGATION = ["Operations", "Drift", "Outbox", "Queue"]
 PAGES = ["/panel/system/operations", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue"]
+WEBHOOK_SECRET = "whsec_bGVha3ktd2ViaG9vay1zaWduaW5nLXNlY3JldC0wMDE="
 
 
 def page(web, path, headers=None, **params):
@@ -110,6 +112,7 @@ def test_no_page_shows_a_subscription_link_squad_ids_a_token_or_a_summary(web):
         observed=json.dumps({"value": []}),
     )
     emit_event("order.paid", {"subscriptionUrl": api.SUBSCRIPTION_URL})
+    outbox.add_destination("https://hooks.example.net/in/leaky-path-token", "*", WEBHOOK_SECRET, "test", "leak check")
     job_id = insert_many([JobInsert("t_record", {"n": 1, "link": api.SUBSCRIPTION_URL})])[0].job_id
     Job.update(
         state="discarded",
@@ -124,7 +127,15 @@ def test_no_page_shows_a_subscription_link_squad_ids_a_token_or_a_summary(web):
     assert "1 squads" in answers[1].text
     for answer in answers:
         assert answer.status_code == 200
-        for secret in (api.SUBSCRIPTION_URL, api.SQUAD_UUID, api.BEARER, "leaky-token-value"):
+        for secret in (
+            api.SUBSCRIPTION_URL,
+            api.SQUAD_UUID,
+            api.BEARER,
+            "leaky-token-value",
+            WEBHOOK_SECRET,
+            WEBHOOK_SECRET[len("whsec_") :],
+            "leaky-path-token",
+        ):
             assert secret not in answer.text, (answer.url, secret)
 
 
