@@ -130,7 +130,7 @@ def test_the_secret_and_the_urls_path_are_on_no_page_and_in_no_answer(web):
     stored = OutboxDestination.select(OutboxDestination.secret).tuples()[0][0].text
     answers = [created] + [
         requests.get(web + path, headers=headers, timeout=10)
-        for path in (COLLECTION, "/panel/system/outbox", "/panel/system/queue", "/panel/system/jobs")
+        for path in (COLLECTION, "/panel/system/outbox", "/panel/system/queue", "/panel/system/operations")
     ]
     for answer in answers:
         assert answer.status_code in (200, 201)
