@@ -9,7 +9,7 @@ import sys
 
 from security.redactor import redact
 
-FIELDS = ("job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "count", "error")
+FIELDS = ("job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "table", "count", "reason", "error")
 
 
 class RedactingFormatter(logging.Formatter):

@@ -6,6 +6,7 @@ from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory
 from models.jobs import QUEUE_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
 from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxEvent
+from models.support import SupportAttachment
 
 ALL_MODELS = QUEUE_MODELS + [
     Customer,
@@ -23,6 +24,7 @@ ALL_MODELS = QUEUE_MODELS + [
     Operator,
     OperatorSession,
     LoginFailure,
+    SupportAttachment,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

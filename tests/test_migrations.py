@@ -99,6 +99,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0005_dead_letter_index",
         "0006_login_failures",
         "0007_hot_entitlement_updates",
+        "0013_retention",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything
