@@ -109,6 +109,11 @@ def sweep(settings, now=None, batch=BATCH, lock_timeout_s=LOCK_TIMEOUT_S, should
             logger.warning("retention step failed", extra={"table": step.table, "error": result.error})
         if result.removed:
             logger.info("retention sweep removed rows", extra={"table": step.table, "count": result.removed})
+    failed = [result.table for result in results if result.error]
+    logger.info(
+        "retention sweep finished",
+        extra={"count": sum(result.removed for result in results), "state": f"failed={','.join(failed) or '-'}"},
+    )
     return results
 
 
@@ -165,9 +170,10 @@ def _remove_files(directory, digests, result):
             continue  # already gone: nothing is left to remove
         except (OSError, BadDigest) as error:
             result.files_kept += 1
+            problem = getattr(error, "strerror", None) or str(error)
             logger.warning(
                 "retention could not remove an attachment file; left in place",
-                extra={"table": ATTACHMENTS, "error": f"{type(error).__name__}: {getattr(error, 'strerror', None) or error}"},
+                extra={"table": ATTACHMENTS, "error": f"{type(error).__name__}: {problem}"},
             )
             continue
         result.files_removed += 1
