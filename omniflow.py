@@ -5,6 +5,7 @@
     python omniflow.py web                  serve the HTTP API on $PORT (the `web` process)
     python omniflow.py jobs list [--state S] [--limit N]
     python omniflow.py jobs retry ID | jobs cancel ID
+    python omniflow.py backup now|list|verify FILE|restore FILE --into URL [--force]
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
 
@@ -31,6 +32,8 @@ JOB_KIND_MODULES = (
     "jobs.fulfillment",
     "jobs.passes.fulfillment_reconcile",
     "jobs.passes.fulfillment_revive",
+    "jobs.passes.retention",
+    "jobs.passes.backup",
 )
 
 
@@ -183,6 +186,43 @@ def cmd_operators(args):
     print(f"operator {operator.username} created with {', '.join(sorted(operator.permission_set))}")
 
 
+def cmd_backup(args):
+    from ops import backups
+
+    settings = bootstrap()
+    try:
+        if args.action == "now":
+            require_current_schema()
+            backup = backups.take(settings)
+            pruned = backups.prune(backups.backup_directory(settings))
+            rows = sum(backup.manifest["tables"].values())
+            print(f"wrote {backup.path} ({len(backup.manifest['tables'])} tables, {rows} rows); pruned {len(pruned)}")
+        elif args.action == "list":
+            listed = backups.list_backups(backups.backup_directory(settings))
+            keep = backups.to_keep(listed)
+            for backup in listed:
+                kept = "kept" if backup.name in keep else "pruned next"
+                print(f"{backup.taken_at:%Y-%m-%d %H:%M:%S}Z  {backup.size:>12}  {kept:<11}  {backup.path}")
+            if not listed:
+                print(f"no backups in {settings.backup_dir}")
+        elif args.action == "verify":
+            verification = backups.verify(settings, args.file)
+            for table, count in sorted(verification.manifest["tables"].items()):
+                print(f"{table:<32} {count:>10}  restored {verification.counts.get(table, '-')}")
+            print(f"checksum of {', '.join(verification.manifest['checksum']['tables']) or 'no tables'}: "
+                  f"{'equal' if verification.checksum == verification.manifest['checksum']['sha256'] else 'DIFFERS'}")
+            if not verification.ok:
+                print("verify failed:\n  " + "\n  ".join(verification.problems), file=sys.stderr)
+                raise SystemExit(1)
+            print(f"verified: {args.file} (taken {verification.manifest['taken_at']}) restores as recorded")
+        elif args.action == "restore":
+            manifest = backups.restore(settings, args.file, args.into, force=args.force)
+            print(f"restored {args.file} (taken {manifest['taken_at']}, {len(manifest['tables'])} tables)")
+    except backups.BackupError as error:
+        print(f"backup {args.action}: {error} [{error.code}]", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 def cmd_demo(args):
     import migrations
     from devtools import demo
@@ -259,6 +299,19 @@ def build_parser():
     creating.add_argument("username")
     creating.add_argument("--permissions", help="comma-separated (default: all of them)")
     operators_parser.set_defaults(run=cmd_operators)
+
+    backup_parser = commands.add_parser("backup", help="encrypted database backups (APP_BACKUP_DIR)")
+    backup_actions = backup_parser.add_subparsers(dest="action", required=True)
+    backup_actions.add_parser("now", help="write a backup into APP_BACKUP_DIR now, then prune")
+    backup_actions.add_parser("list", help="the backups in APP_BACKUP_DIR, newest first")
+    backup_actions.add_parser(
+        "verify", help="restore into a scratch database and compare every table's row count and the checksum"
+    ).add_argument("file")
+    restoring = backup_actions.add_parser("restore", help="restore a backup into an empty database")
+    restoring.add_argument("file")
+    restoring.add_argument("--into", required=True, metavar="URL", help="the target, as a DATABASE_URL")
+    restoring.add_argument("--force", action="store_true", help="replace what a non-empty target holds")
+    backup_parser.set_defaults(run=cmd_backup)
 
     demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
     demo_parser.add_argument("--seconds", type=float, default=40)
