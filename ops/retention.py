@@ -8,8 +8,8 @@ such a step is skipped with one debug line until its migration lands, and
 then runs with no change here. (The other way, each area registering its
 own step, would spread the order of SPEC 7 over several modules.)
 
-A step deletes in batches of BATCH rows, each batch its own short
-transaction that gives up on a lock after LOCK_TIMEOUT_S, so one locked
+A step deletes in batches of BATCH rows, oldest first, each batch its own
+short transaction that gives up on a lock after LOCK_TIMEOUT_S, so one locked
 table fails its step (logged, skipped) instead of stalling the sweep; the
 run checks `should_stop` between batches. Retention never deletes financial,
 audit, consent, identity or entitlement history: DISPOSABLE_TABLES is the
@@ -48,6 +48,7 @@ class Step:
     dated_by: str  # the timestamp column a row's age is read from
     window: str = None  # Settings attribute with the window in days; None: deleted once the stamp has passed
     disposable_if: str = ""  # what else a row must satisfy, SQL
+    files_named_by: str = None  # a column naming the file behind the row, removed when no row names it
     key: str = "id"
 
     def cutoff(self, settings, now):
@@ -59,13 +60,26 @@ class Step:
         conditions = [self.disposable_if] if self.disposable_if else []
         return " AND ".join(conditions + [f"{self.dated_by} < {param}"])
 
+    def batch_sql(self, param, resuming):
+        """The next batch's rows, oldest first: parameters cutoff, [resume at,] limit.
+
+        Each batch starts at the dating value the previous one ended at (ties
+        included), so it never walks again over the entries the batches before
+        it deleted and a step's work stays linear in the rows it deletes.
+        Without that, every batch's scan would first step over all the dead
+        rows of the batches before it (a million rows took a hundred times as long).
+        """
+        columns = [self.key, self.dated_by] + ([self.files_named_by] if self.files_named_by else [])
+        condition = self.condition(param) + (f" AND {self.dated_by} >= {param}" if resuming else "")
+        return f"SELECT {', '.join(columns)} FROM {self.table} WHERE {condition} ORDER BY {self.dated_by} LIMIT {param}"
+
 
 STEPS = (
     Step("bot_sessions", "expires_at"),
     Step("bot_shop_reviews", "expires_at"),
     Step("bot_checkout_sessions", "expires_at", disposable_if="order_id IS NULL"),
     Step("provider_webhook_events", "retain_until"),
-    Step(ATTACHMENTS, "expires_at"),
+    Step(ATTACHMENTS, "expires_at", files_named_by="digest"),
     Step("outbox_events", "published_at", "retention_outbox_days", disposable_if="published_at IS NOT NULL"),
     Step("telemetry_events", "received_at", "retention_telemetry_days"),
     Step("entitlement_drifts", "resolved_at", "retention_drift_days", disposable_if="status <> 'open'"),
@@ -118,46 +132,45 @@ def sweep(settings, now=None, batch=BATCH, lock_timeout_s=LOCK_TIMEOUT_S, should
 
 
 def _run(step, cutoff, settings, batch, lock_timeout_s, should_stop, result):
-    delete = _delete_attachments if step.table == ATTACHMENTS else _delete_batch
+    resume_at = None
     while True:
         started = time.monotonic()
         with transaction_with_lock_timeout(lock_timeout_s):
-            removed, unreferenced = delete(step, cutoff, batch)
+            candidates = _candidates(step, cutoff, resume_at, batch)
+            unreferenced = _delete(step, candidates)
         result.longest_batch_s = max(result.longest_batch_s, time.monotonic() - started)
         result.batches += 1
-        result.removed += removed
+        result.removed += len(candidates)
         if unreferenced:
             _remove_files(settings.support_attachment_dir, unreferenced, result)
-        if removed < batch or should_stop():
+        if len(candidates) < batch or should_stop():
             return
+        resume_at = candidates[-1][1]
 
 
-def _delete_batch(step, cutoff, batch):
-    p = db.param
-    cursor = db.execute_sql(
-        f"DELETE FROM {step.table} WHERE {step.key} IN "
-        f"(SELECT {step.key} FROM {step.table} WHERE {step.condition(p)} LIMIT {p})",
-        [cutoff, batch],
-    )
-    return cursor.rowcount, ()
+def _candidates(step, cutoff, resume_at, batch):
+    """[(key, dating value[, file digest])] of the next batch, oldest first."""
+    resuming = resume_at is not None
+    params = [cutoff] + ([resume_at] if resuming else []) + [batch]
+    return db.execute_sql(step.batch_sql(db.param, resuming), params).fetchall()
 
 
-def _delete_attachments(step, cutoff, batch):
-    """One batch inside the caller's transaction: (rows deleted, digests no surviving row names)."""
-    p = db.param
-    candidates = db.execute_sql(
-        f"SELECT {step.key}, digest FROM {step.table} WHERE {step.condition(p)} ORDER BY {step.key} LIMIT {p}",
-        [cutoff, batch],
-    ).fetchall()
+def _delete(step, candidates):
+    """Delete the candidates inside the caller's transaction; returns the file digests no surviving row names."""
     if not candidates:
-        return 0, ()
-    ids = [row[0] for row in candidates]
-    digests = sorted({row[1] for row in candidates})
-    db.execute_sql(f"DELETE FROM {step.table} WHERE {step.key} IN ({', '.join([p] * len(ids))})", ids)
+        return set()
+    p = db.param
+    keys = [row[0] for row in candidates]
+    db.execute_sql(f"DELETE FROM {step.table} WHERE {step.key} IN ({', '.join([p] * len(keys))})", keys)
+    if not step.files_named_by:
+        return set()
+    digests = sorted({row[2] for row in candidates})
     surviving = db.execute_sql(
-        f"SELECT DISTINCT digest FROM {step.table} WHERE digest IN ({', '.join([p] * len(digests))})", digests
+        f"SELECT DISTINCT {step.files_named_by} FROM {step.table} "
+        f"WHERE {step.files_named_by} IN ({', '.join([p] * len(digests))})",
+        digests,
     ).fetchall()
-    return len(ids), set(digests) - {row[0] for row in surviving}
+    return set(digests) - {row[0] for row in surviving}
 
 
 def _remove_files(directory, digests, result):
