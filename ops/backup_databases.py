@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ops.backup_stream import BackupError
 from security.redactor import redact
@@ -206,11 +206,12 @@ def _libpq(dsn):
     parts = urlsplit(dsn)
     env = dict(os.environ)
     netloc = parts.netloc
-    if parts.password is not None:
-        env["PGPASSWORD"] = parts.password
-        user = parts.username or ""
-        host = netloc.rsplit("@", 1)[1]
-        netloc = f"{user}@{host}" if user else host
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user, has_password, password = userinfo.partition(":")
+        if has_password:
+            env["PGPASSWORD"] = unquote(password)
+            netloc = f"{user}@{host}" if user else host
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, "")), env
 
 

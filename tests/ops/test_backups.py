@@ -255,3 +255,11 @@ def test_pruning_keeps_the_newest_backup_of_seven_days_and_of_four_weeks(tmp_pat
     assert left == expected
     assert len(left) == 7 + 3  # the last 7 days are one ISO week (Monday to Sunday); three weeks before it
     assert (tmp_path / "notes.txt").exists() and fresh.exists() and not stale.exists()
+
+
+def test_the_postgres_password_goes_to_pg_dump_in_its_environment_never_on_its_command_line():
+    from ops.backup_databases import _libpq
+
+    url, env = _libpq("postgresql://omniflow:s3cr%40t@db.internal:5432/omniflow?sslmode=require")
+    assert url == "postgresql://omniflow@db.internal:5432/omniflow?sslmode=require"
+    assert env["PGPASSWORD"] == "s3cr@t"
