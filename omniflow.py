@@ -7,6 +7,7 @@
     python omniflow.py jobs retry ID | jobs cancel ID [--reason TEXT]   audited (actor `cli`)
     python omniflow.py keys generate | keys rotate [--batch N]
     python omniflow.py outbox destinations add URL --topics a,b|'*' [--secret S] | list | remove ID
+    python omniflow.py backup now|list|verify FILE|restore FILE --into URL [--force]
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py dev-seed             development: migrate, then sample data for the dev stack
     python omniflow.py dev-wait-panel       development: return once APP_REMNAWAVE_URL answers (the stack's worker)
@@ -43,11 +44,13 @@ JOB_KIND_MODULES = (
     "jobs.passes.fulfillment_reconcile",
     "jobs.passes.fulfillment_revive",
     "jobs.outbox_delivery",
+    "jobs.passes.retention",
 )
-# Passes registered only when the worker has what they need (SPEC 5.2):
-# (pass, module whose register() declares it, the setting it needs, why).
+# Passes registered only when the worker has what they need (SPEC 5.2): the
+# module's register(settings) declares the pass, or answers why it did not.
 CONDITIONAL_PASSES = (
-    ("outbox_publish", "jobs.passes.outbox_publish", "data_encryption_key", "APP_DATA_ENCRYPTION_KEY is not set"),
+    ("outbox_publish", "jobs.passes.outbox_publish"),
+    ("backup", "jobs.passes.backup"),
 )
 
 
@@ -90,25 +93,19 @@ def require_current_schema():
 
 
 def load_job_kinds(settings=None):
-    """Declare the job kinds, and the passes `settings` allow; returns
-    (the passes this process runs, {pass left out: why})."""
+    """Declare the job kinds, and the conditional passes `settings` allow (none
+    without settings); a pass left out is recorded with its reason, which the
+    worker logs at start (SPEC 5.2)."""
     import importlib
 
     for module in JOB_KIND_MODULES:
         importlib.import_module(module)
-    left_out = {}
-    for name, module, needs, why in CONDITIONAL_PASSES:
-        if settings is not None and getattr(settings, needs):
-            if name not in huey.periodic_schedules:
-                importlib.import_module(module).register()
-        else:
-            left_out[name] = why
-    return sorted(huey.periodic_schedules), left_out
-
-
-def log_passes(registered, left_out):
-    skipped = "; ".join(f"{name} ({why})" for name, why in sorted(left_out.items()))
-    logger.info(f"worker passes: running {', '.join(registered) or 'none'}; left out: {skipped or 'none'}")
+    for name, module in CONDITIONAL_PASSES:
+        if name in huey.periodic_schedules:
+            continue
+        why = importlib.import_module(module).register(settings) if settings is not None else "no settings loaded"
+        if why:
+            huey.leave_out(name, why)
 
 
 def cmd_migrate(args):
@@ -131,7 +128,7 @@ def start_worker_process(options):
     )
     require_reachable_database(settings)
     require_current_schema()
-    log_passes(*load_job_kinds(settings))
+    load_job_kinds(settings)
     metrics.serve(settings.worker_metrics_port)
 
 
@@ -301,6 +298,43 @@ def cmd_outbox(args):
         raise SystemExit(2) from None
 
 
+def cmd_backup(args):
+    from ops import backups
+
+    settings = bootstrap()
+    try:
+        if args.action == "now":
+            require_current_schema()
+            backup = backups.take(settings)
+            pruned = backups.prune(backups.backup_directory(settings))
+            rows = sum(backup.manifest["tables"].values())
+            print(f"wrote {backup.path} ({len(backup.manifest['tables'])} tables, {rows} rows); pruned {len(pruned)}")
+        elif args.action == "list":
+            listed = backups.list_backups(backups.backup_directory(settings))
+            keep = backups.to_keep(listed)
+            for backup in listed:
+                kept = "kept" if backup.name in keep else "pruned next"
+                print(f"{backup.taken_at:%Y-%m-%d %H:%M:%S}Z  {backup.size:>12}  {kept:<11}  {backup.path}")
+            if not listed:
+                print(f"no backups in {settings.backup_dir}")
+        elif args.action == "verify":
+            verification = backups.verify(settings, args.file)
+            for table, count in sorted(verification.manifest["tables"].items()):
+                print(f"{table:<32} {count:>10}  restored {verification.counts.get(table, '-')}")
+            print(f"checksum of {', '.join(verification.manifest['checksum']['tables']) or 'no tables'}: "
+                  f"{'equal' if verification.checksum == verification.manifest['checksum']['sha256'] else 'DIFFERS'}")
+            if not verification.ok:
+                print("verify failed:\n  " + "\n  ".join(verification.problems), file=sys.stderr)
+                raise SystemExit(1)
+            print(f"verified: {args.file} (taken {verification.manifest['taken_at']}) restores as recorded")
+        elif args.action == "restore":
+            manifest = backups.restore(settings, args.file, args.into, force=args.force)
+            print(f"restored {args.file} (taken {manifest['taken_at']}, {len(manifest['tables'])} tables)")
+    except backups.BackupError as error:
+        print(f"backup {args.action}: {error} [{error.code}]", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 def cmd_demo(args):
     import migrations
     from devtools import demo
@@ -437,6 +471,20 @@ def build_parser():
     removing.add_argument("id", type=int)
     removing.add_argument("--reason", default="removed from the command line", help="for the audit log")
     outbox_parser.set_defaults(run=cmd_outbox)
+
+
+    backup_parser = commands.add_parser("backup", help="encrypted database backups (APP_BACKUP_DIR)")
+    backup_actions = backup_parser.add_subparsers(dest="action", required=True)
+    backup_actions.add_parser("now", help="write a backup into APP_BACKUP_DIR now, then prune")
+    backup_actions.add_parser("list", help="the backups in APP_BACKUP_DIR, newest first")
+    backup_actions.add_parser(
+        "verify", help="restore into a scratch database and compare every table's row count and the checksum"
+    ).add_argument("file")
+    restoring = backup_actions.add_parser("restore", help="restore a backup into an empty database")
+    restoring.add_argument("file")
+    restoring.add_argument("--into", required=True, metavar="URL", help="the target, as a DATABASE_URL")
+    restoring.add_argument("--force", action="store_true", help="replace what a non-empty target holds")
+    backup_parser.set_defaults(run=cmd_backup)
 
     demo_parser = commands.add_parser("demo", help="development: demo load on SQLite")
     demo_parser.add_argument("--seconds", type=float, default=40)

@@ -191,8 +191,8 @@ def serve_worker():
     concurrency = {**QUEUES, "bulk": EXECUTORS}
     settings = omniflow.bootstrap(pool_size=sum(concurrency.values()) + omniflow.WORKER_POOL_EXTRA)
     omniflow.require_current_schema()
-    omniflow.log_passes(*omniflow.load_job_kinds(settings))
-    huey.create_consumer(concurrency=concurrency).run()
+    omniflow.load_job_kinds(settings)
+    huey.consumer(concurrency=concurrency).run()
 
 
 def main(argv=None):

@@ -5,9 +5,12 @@ transactions spend as few round trips as they can, and which outlives a
 server restart (see PostgresDatabase); SQLite gets WAL, a busy timeout and
 IMMEDIATE transactions, so a transaction that reads and then writes takes the
 write lock up front instead of failing with "database is locked" halfway
-through.
+through. `transaction_with_lock_timeout` is a transaction that gives up on a
+lock after a few seconds instead of waiting (PostgreSQL's lock_timeout,
+SQLite's busy timeout).
 """
 
+import contextlib
 import logging
 import os
 import threading
@@ -256,3 +259,27 @@ def require_reachable(database, target):
         reason = lines[0].strip() if lines else type(error).__name__
         raise DatabaseUnreachable(f"cannot connect to the database ({location(target)}): {reason}") from None
     database.close()
+
+
+@contextlib.contextmanager
+def transaction_with_lock_timeout(seconds, database=None):
+    """`db.atomic()` that fails with OperationalError when a lock is not granted within `seconds`.
+
+    PostgreSQL waits per lock (SET LOCAL ends with the transaction). SQLite
+    has one write lock for the whole file, taken by BEGIN IMMEDIATE, and waits
+    for it as long as the connection's busy timeout, so that is shortened
+    for this transaction and put back afterwards.
+    """
+    database = database or db.obj
+    milliseconds = max(1, int(seconds * 1000))
+    if is_postgres(database):
+        with database.atomic():
+            database.execute_sql(f"SET LOCAL lock_timeout = {milliseconds}")
+            yield
+        return
+    database.execute_sql(f"PRAGMA busy_timeout = {milliseconds}")
+    try:
+        with database.atomic():
+            yield
+    finally:
+        database.execute_sql(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_S * 1000}")

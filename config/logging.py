@@ -14,7 +14,7 @@ import time
 from security.redactor import redact
 
 FIELDS = (
-    "job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "count",
+    "job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "table", "count", "reason",
     "enqueued", "skipped_as_duplicate", "error",
 )  # fmt: skip
 REPEAT_WINDOW_S = 60

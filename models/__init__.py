@@ -9,6 +9,7 @@ from models.ledger import LEDGER_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
 from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxDelivery, OutboxDestination, OutboxEvent
 from models.payments import PAYMENT_MODELS
+from models.support import SupportAttachment
 
 ALL_MODELS = QUEUE_MODELS + [
     Customer,
@@ -31,6 +32,7 @@ ALL_MODELS = QUEUE_MODELS + [
     *CATALOGUE_MODELS,
     *LEDGER_MODELS,
     *PAYMENT_MODELS,
+    SupportAttachment,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

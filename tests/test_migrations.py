@@ -102,6 +102,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0010_login_failures_per_address",
         "0011_catalogue_wallet",
         "0012_outbox_publisher",
+        "0013_retention",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

@@ -88,6 +88,7 @@ class OmniflowHuey(Huey):
             KindSpec(PERIODIC_KIND, queue=DEFAULT_QUEUE, max_attempts=1, unique_states=UNIQUE_WHILE_ACTIVE)
         )
         self.periodic_schedules = {}
+        self.left_out_passes = {}  # name → why this process does not register it (SPEC 5.2)
         self.client = JobClient(self.kinds)
         self.worker_id = f"direct:{new_worker_id()}"
         self.runner = JobRunner(self, SyncRecorder())
@@ -136,6 +137,14 @@ class OmniflowHuey(Huey):
             return wrapper
 
         return decorator
+
+    def leave_out(self, name, reason):
+        """Record that the periodic pass `name` is not registered here, and why (logged at worker start)."""
+        self.left_out_passes[name] = reason
+
+    def periodic_registrations(self):
+        """(names of the registered periodic passes, {left-out pass: reason})."""
+        return sorted(self.periodic_schedules), dict(sorted(self.left_out_passes.items()))
 
     # -- Huey's enqueue / dequeue / execute, routed to job rows ---------------------
 
@@ -368,6 +377,10 @@ class OmniflowConsumer(Consumer):
             "worker started",
             extra={"worker_id": self.worker_id, "queue": ",".join(f"{q}={n}" for q, n in self.concurrency.items())},
         )
+        registered, left_out = self.huey.periodic_registrations()
+        logger.info("periodic passes registered", extra={"task": ",".join(registered) or "-"})
+        for name, reason in left_out.items():
+            logger.info("periodic pass left out", extra={"task": name, "reason": reason})
 
     def stop(self, graceful=False):
         self.stop_flag.set()

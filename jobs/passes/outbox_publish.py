@@ -201,6 +201,10 @@ def outbox_publish():
     dispatch()
 
 
-def register():
-    """Declare the pass on the queue (the worker does, when it has the key)."""
+def register(settings):
+    """Declare the pass on the queue when the worker has the key that opens the
+    destinations' secrets; otherwise answer why not."""
+    if not settings.data_encryption_key:
+        return "APP_DATA_ENCRYPTION_KEY is not set"
     huey.periodic_task(every(seconds=INTERVAL_S), name=NAME)(outbox_publish)
+    return None

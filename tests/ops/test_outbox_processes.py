@@ -112,16 +112,13 @@ def test_500_events_reach_a_flaky_and_a_down_receiver_in_order_signed_and_publis
     ]
     assert rescued, "the killed worker had no delivery in flight"
     assert gauge() == 0
-    assert "worker passes: running fulfillment_reconcile, fulfillment_revive, outbox_publish; left out: none" in (
+    assert "periodic passes registered task=fulfillment_reconcile,fulfillment_revive,outbox_publish,retention" in (
         start_log(workers)
     )
 
 
 def test_without_the_key_the_worker_leaves_the_publisher_out_and_says_why(database, workers):
     worker = workers.start("--app-kinds", env={"APP_DATA_ENCRYPTION_KEY": ""})
-    line = (
-        "worker passes: running fulfillment_reconcile, fulfillment_revive; "
-        "left out: outbox_publish (APP_DATA_ENCRYPTION_KEY is not set)"
-    )
+    line = "periodic pass left out task=outbox_publish reason=APP_DATA_ENCRYPTION_KEY is not set"
     wait_for(lambda: line in start_log(workers), timeout=30, message="the passes line")
     assert worker.poll() is None
