@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from models.base import utcnow
 from ops.backup_databases import Postgres, Sqlite, for_target, for_url, table_counts, tables_checksum
+from ops import sealing
 from ops.backup_stream import CHUNK_SIZE, WORD, BackupDamaged, BackupError, BackupKey, SealedWriter, unsealed_chunks
 
 logger = logging.getLogger("omniflow.backups")
@@ -90,11 +91,10 @@ def never_stop():
 
 
 def backup_keys(settings):
-    """The keys of APP_DATA_ENCRYPTION_KEY, newest first (entries separated by commas or whitespace)."""
-    entries = [entry for entry in re.split(r"[\s,]+", settings.data_encryption_key or "") if entry]
-    if not entries:
+    """The keys of APP_DATA_ENCRYPTION_KEY, newest first, in the form sealing reads them (checked at start)."""
+    if not sealing.parse_keys(settings.data_encryption_key):
         raise BackupError("APP_DATA_ENCRYPTION_KEY is not set: backups are encrypted with it")
-    return [BackupKey.from_secret(entry) for entry in entries]
+    return [BackupKey.from_secret(entry.strip()) for entry in settings.data_encryption_key.split(",")]
 
 
 def checksum_tables(tables):

@@ -20,11 +20,12 @@ from models.support import SupportAttachment
 from ops import backups
 from ops.backup_databases import for_url, table_counts, tables_checksum
 from ops.backup_stream import MAGIC, WORD, BackupDamaged, UnknownBackupKey
+from tests.conftest import TEST_DATA_KEY
 from tests.ops.test_backup_stream import chunk_offsets
 from tests.support import backends, commerce
 
 ROOT = Path(__file__).resolve().parents[2]
-KEY = "backup-test-key-0123456789abcdef"
+KEY = TEST_DATA_KEY
 MARKER = "Zebediah-Quartermaine"  # a customer name that must not appear in a backup file
 
 

@@ -83,9 +83,13 @@ def test_500_events_reach_a_flaky_and_a_down_receiver_in_order_signed_and_publis
         aggregate_of[event_id] = aggregate
         events_of.setdefault(aggregate, []).append(event_id)
     assert gauge() == EVENTS
-    down.down_for(down_seconds)
+    # Down from before the first delivery until `down_seconds` after it first refused one,
+    # however long the workers take to start on a busy machine.
+    down.down_for(240)
 
     started = [workers.start("--app-kinds", env=WORKER_ENV) for _ in range(2)]
+    wait_for(lambda: down.stats()["refused"] > 0, timeout=60, interval=0.05, message="the down receiver refusing")
+    down.down_for(down_seconds)
     wait_for(lambda: flaky.stats()["distinct"] >= EVENTS // 4, timeout=60, message="a quarter delivered")
     busy = wait_for(running_outbox_jobs_by_pid, timeout=30, interval=0.05, message="deliveries in flight")
     victim = next(p for p in started if p.pid == max(busy, key=busy.get))
