@@ -154,7 +154,8 @@ class FakeWebhookReceiver:
         """Forget everything received and every fault."""
         with self._lock:
             self._accepted = []
-            self._counts = dict.fromkeys(("requests", "failed", "held", "refused", "invalid_signatures"), 0)
+            counted = ("requests", "failed", "held", "refused", "aborted", "invalid_signatures")
+            self._counts = dict.fromkeys(counted, 0)
             self._faults = {
                 "fail_rate": 0.0,
                 "timeout_rate": 0.0,
@@ -218,6 +219,13 @@ class FakeWebhookReceiver:
         if length > MAX_REQUEST_BYTES:
             return self._answer(handler, 413, {"error": "too large"})
         body = handler.rfile.read(length) if length else b""
+        if len(body) < length:
+            # The sender went away mid-request (a worker killed while posting):
+            # nothing arrived to verify, and nobody is left to answer.
+            with self._lock:
+                self._counts["aborted"] += 1
+            handler.close_connection = True
+            return
         if handler.path.startswith("/_fake/"):
             return self._control(handler, body)
         if handler.command != "POST" or handler.path != HOOK_PATH:
