@@ -25,6 +25,10 @@ from tests.ops.test_backup_stream import chunk_offsets
 from tests.support import backends, commerce
 
 ROOT = Path(__file__).resolve().parents[2]
+# Verifying creates and drops scratch databases on the shared PostgreSQL server,
+# and a test checks that none is left behind: these run one at a time.
+pytestmark = pytest.mark.xdist_group("backups")
+
 KEY = TEST_DATA_KEY
 MARKER = "Zebediah-Quartermaine"  # a customer name that must not appear in a backup file
 
