@@ -1,6 +1,7 @@
 """Peewee models, one module per area; `db` is the one database object."""
 
 from models.base import BaseModel, db, utcnow
+from models.bot import BOT_MODELS
 from models.catalogue import CATALOGUE_MODELS
 from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
@@ -29,6 +30,7 @@ ALL_MODELS = QUEUE_MODELS + [
     *CATALOGUE_MODELS,
     *LEDGER_MODELS,
     *PAYMENT_MODELS,
+    *BOT_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

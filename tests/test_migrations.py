@@ -100,6 +100,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0006_login_failures",
         "0007_hot_entitlement_updates",
         "0011_catalogue_wallet",
+        "0014_bot",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything
