@@ -1,5 +1,6 @@
 """Real bot processes (`python omniflow.py bot`) against the test database and a fake Bot API."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -77,3 +78,28 @@ class BotProcesses:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextlib.contextmanager
+def holding_the_update_table(backend, database_url):
+    """Make a bot's update transaction wait (a crash can then be placed before its commit).
+
+    SQLite: this connection holds the write lock, so the bot's BEGIN IMMEDIATE
+    waits. PostgreSQL: it holds an exclusive lock on bot_updates, so the bot's
+    lookup of the update id waits.
+    """
+    if backend == "sqlite":
+        import sqlite3
+
+        connection = sqlite3.connect(database_url[len("sqlite:///") :], isolation_level=None)
+        connection.execute("BEGIN IMMEDIATE")
+    else:
+        import psycopg2
+
+        connection = psycopg2.connect(database_url)
+        connection.cursor().execute("LOCK TABLE bot_updates IN ACCESS EXCLUSIVE MODE")
+    try:
+        yield
+    finally:
+        connection.rollback()
+        connection.close()
