@@ -50,9 +50,7 @@ class BotLease:
 
     def _elect(self):
         now = utcnow()
-        return for_database(db.obj).elect(
-            LEASE_NAME, self.holder_id, now, now + datetime.timedelta(seconds=self.ttl_s)
-        )
+        return for_database(db.obj).elect(LEASE_NAME, self.holder_id, now, now + datetime.timedelta(seconds=self.ttl_s))
 
     def _holder(self):
         row = JobLeader.get_or_none(JobLeader.name == LEASE_NAME)

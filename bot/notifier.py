@@ -71,10 +71,7 @@ class OperatorNotifier:
     def tick(self):
         """One bounded pass; returns how long Telegram asked us to wait (0 when it did not)."""
         pending = list(
-            OperatorNotice.select()
-            .where(OperatorNotice.status == "pending")
-            .order_by(OperatorNotice.id)
-            .limit(BATCH)
+            OperatorNotice.select().where(OperatorNotice.status == "pending").order_by(OperatorNotice.id).limit(BATCH)
         )
         if not pending:
             return 0

@@ -182,7 +182,7 @@ def _chat_id(env, name):
     try:
         value = int(raw)
     except ValueError:
-        raise ConfigError(name, f"must be a Telegram chat id (an integer such as -1001234567890), got {raw!r}") from None
+        raise ConfigError(name, f"must be a Telegram chat id (an integer, e.g. -1001234567890), got {raw!r}") from None
     if value == 0:
         raise ConfigError(name, "must be a Telegram chat id, not 0")
     return value

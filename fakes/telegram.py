@@ -304,7 +304,11 @@ class FakeTelegram:
         chat = chat_id if chat_id is not None else user["id"]
         with self._lock:
             invoice = next(
-                (m for m in self._transcripts.get(chat, []) if m["message_id"] == message_id and m["kind"] == "invoice"),
+                (
+                    m
+                    for m in self._transcripts.get(chat, [])
+                    if m["message_id"] == message_id and m["kind"] == "invoice"
+                ),
                 None,
             )
             if invoice is None:
@@ -591,7 +595,9 @@ class FakeTelegram:
                 self._arrived.wait(remaining)
                 if self._poll_generation != generation:
                     raise ApiError(
-                        409, "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+                        409,
+                        "Conflict: terminated by other getUpdates request; "
+                        "make sure that only one bot instance is running",
                     )
             answer = self._updates[:limit]
             for update in answer:
@@ -986,7 +992,9 @@ def _markup(params):
     for row in rows:
         for button in row if isinstance(row, list) else [None]:
             if not isinstance(button, dict) or not button.get("text"):
-                raise _bad_request("can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard")
+                raise _bad_request(
+                    "can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard"
+                )
             data = button.get("callback_data")
             if data is not None and not 1 <= len(str(data).encode()) <= MAX_CALLBACK_DATA_BYTES:
                 raise _bad_request("BUTTON_DATA_INVALID")

@@ -67,7 +67,9 @@ TABLES = ("bot_forum_topics", "bot_shop_reviews", "bot_checkout_sessions", "bot_
 def up(migrator, db):
     postgres = isinstance(db, PostgresqlDatabase)
     for statement in STATEMENTS:
-        db.execute_sql(statement if postgres else statement.replace("BIGSERIAL PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT"))
+        db.execute_sql(
+            statement if postgres else statement.replace("BIGSERIAL PRIMARY KEY", "INTEGER PRIMARY KEY AUTOINCREMENT")
+        )
 
 
 def down(migrator, db):

@@ -1,4 +1,4 @@
-"""The bot's records: applied updates, conversation and checkout sessions, shop reviews, forum topics (SPEC 14.3, 14.6, 14.7)."""
+"""The bot's records: applied updates, sessions, shop reviews and forum topics (SPEC 14.3, 14.6, 14.7)."""
 
 import datetime
 

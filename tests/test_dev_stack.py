@@ -1,5 +1,5 @@
 """The README's first command: scripts/dev.sh's stack (sample data, then the fake
-panel, web and worker from Procfile.dev under honcho) shows the whole flow."""
+panel, web, worker, fake Telegram and bot from Procfile.dev under honcho) shows the whole flow."""
 
 import os
 import signal
@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from devtools import stack
+from fakes.telegram import DEV_TOKEN
 from tests.support.processes import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +35,7 @@ def statuses(path):
 
 def test_the_dev_stack_provisions_the_sample_orders_and_shows_the_failed_one_on_the_panel(tmp_path):
     database = tmp_path / "dev.sqlite3"
-    web_port, panel_port = free_port(), free_port()
+    web_port, panel_port, telegram_port = free_port(), free_port(), free_port()
     env = dict(
         os.environ,
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
@@ -45,6 +46,9 @@ def test_the_dev_stack_provisions_the_sample_orders_and_shows_the_failed_one_on_
         APP_REMNAWAVE_URL=f"http://127.0.0.1:{panel_port}",
         APP_REMNAWAVE_TOKEN="omniflow-fake-remnawave-dev-token",
         APP_OPERATOR_TOKEN="dev-operator-token-0123456789",
+        APP_FAKE_TELEGRAM_PORT=str(telegram_port),
+        APP_TELEGRAM_API_URL=f"http://127.0.0.1:{telegram_port}",
+        APP_TELEGRAM_BOT_TOKEN=DEV_TOKEN,
         LOG_LEVEL="WARNING",
     )
     seeded = subprocess.run(
@@ -91,6 +95,19 @@ def test_the_dev_stack_provisions_the_sample_orders_and_shows_the_failed_one_on_
         assert [row["errorCode"] for row in failed] == ["invalid_desired_state"]
         page = requests.get(base + "/panel/system/jobs", headers=cookie, timeout=5)
         assert "invalid_desired_state" in page.text
+
+        # The bot answers a customer on the fake Telegram's chat page.
+        chat = f"http://127.0.0.1:{telegram_port}"
+        assert requests.get(chat + "/chat", timeout=5).status_code == 200
+        user = {"id": 4242, "first_name": "Dev", "language_code": "en"}
+        requests.post(chat + "/_fake/messages", json={"user": user, "text": "/start"}, timeout=5)
+
+        def bot_answered():
+            messages = requests.get(chat + "/_fake/chats/4242", timeout=5).json()["messages"]
+            return [m["text"] for m in messages if m["from"] == "bot"]
+
+        assert wait_for(bot_answered, timeout=30, message="the bot's answer")[0].startswith("Welcome, Dev!")
+        assert DEV_TOKEN in (ROOT / "scripts" / "dev.sh").read_text()  # the stack's bot uses the fake's token
     finally:
         os.killpg(honcho.pid, signal.SIGTERM)
         try:

@@ -1,4 +1,4 @@
-"""SPEC 0.2, 14.2, 14.3 with real bot processes: one instance, updates at most once, none skipped, crashes and pauses."""
+"""SPEC 0.2, 14.2, 14.3 with real bot processes: one instance, updates at most once and none skipped."""
 
 import signal
 import time
@@ -9,6 +9,8 @@ from bot.lease import LEASE_NAME
 from models.bot import BotUpdate
 from models.commerce import Customer
 from models.jobs import JobLeader
+from models.ops import OperatorNotice
+from ops.records import queue_notice
 from tests.support.bots import TEST_LEASE_TTL_S, holding_the_update_table
 from tests.support.processes import wait_for
 
@@ -118,5 +120,16 @@ def test_sigterm_stops_polling_at_once_and_releases_the_lease(bots, fake_telegra
     assert time.monotonic() - stopped_at < 5  # the 25 s long poll was cut short
     assert JobLeader.get_or_none(JobLeader.name == LEASE_NAME) is None
     assert "bot stopped; lease released" in bots.log(bot)
+    assert "operator notifier off: APP_TELEGRAM_OPERATOR_CHAT_ID is not set" in bots.log(bot)
     successor = bots.start()
     bots.wait_polling(successor, timeout=10)  # no waiting out a TTL after a clean stop
+
+
+def test_the_bot_process_delivers_pending_operator_notices_to_the_operator_chat(bots, fake_telegram):
+    queue_notice("order_paid", "order:1", {"orderId": 1, "entitlementId": 1})
+    bot = bots.start(env={"APP_TELEGRAM_OPERATOR_CHAT_ID": "-1009"})
+    bots.wait_polling(bot)
+    wait_for(lambda: OperatorNotice.get().status == "sent", 20, message="the notice sent")
+    (sent,) = fake_telegram.accepted("sendMessage")
+    assert sent["chat_id"] == -1009 and sent["params"]["text"] == "Order 1 paid; entitlement 1 created."
+    assert [topic["name"] for topic in fake_telegram.topics(-1009)] == ["Payments"]
