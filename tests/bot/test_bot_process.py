@@ -133,3 +133,18 @@ def test_the_bot_process_delivers_pending_operator_notices_to_the_operator_chat(
     (sent,) = fake_telegram.accepted("sendMessage")
     assert sent["chat_id"] == -1009 and sent["params"]["text"] == "Order 1 paid; entitlement 1 created."
     assert [topic["name"] for topic in fake_telegram.topics(-1009)] == ["Payments"]
+
+
+def test_sigterm_during_an_update_finishes_it_before_the_bot_exits(bots, fake_telegram):
+    fake_telegram.set_fault("sendMessage", "slow", count=1, delay=3)  # the update's answer takes 3 s
+    bot = bots.start()
+    bots.wait_polling(bot)
+    update = fake_telegram.send_message(ANN, "/start")
+    wait_for(lambda: fake_telegram.stats()["calls"].get("sendMessage"), 20, message="the answer under way")
+    signalled_at = time.monotonic()
+    bot.send_signal(signal.SIGTERM)
+    assert bot.wait(15) == 0
+    assert time.monotonic() - signalled_at >= 1.5  # it waited for the answer instead of dropping it
+    assert applied(update)
+    assert "bot stopped; lease released" in bots.log(bot)
+    assert JobLeader.get_or_none(JobLeader.name == LEASE_NAME) is None
