@@ -160,3 +160,17 @@ def test_a_handler_that_fails_writes_nothing_and_the_customer_is_told(bot, fake_
     assert bot.drain() == [FAILED]
     assert row_counts() == before
     assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("Something went wrong on our side.")
+
+
+def test_a_stars_payment_no_flow_claims_becomes_an_operator_notice_even_from_a_blocked_customer(bot, fake_telegram):
+    from models.ops import OperatorNotice
+
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    Customer.update(blocked=True).where(Customer.telegram_id == BOB["id"]).execute()
+    update = fake_telegram.successful_payment(BOB, "XTR", 250, "order:unknown", charge_id="stx-charge-1")
+    fake_telegram.inject(update)  # delivered twice: one notice
+    assert bot.drain() == [APPLIED, DUPLICATE]
+    (notice,) = OperatorNotice.select()
+    assert (notice.kind, notice.dedupe_key) == ("stars_payment_unmatched", "stx-charge-1")
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("We received your payment")
