@@ -3,6 +3,7 @@
     python omniflow.py migrate              apply pending schema migrations (the `release` process)
     python omniflow.py worker               run the queue consumer (the same worker as `huey_consumer omniflow.huey`)
     python omniflow.py web                  serve the HTTP API on $PORT (the `web` process)
+    python omniflow.py bot                  run the Telegram bot (the `bot` process; exactly one)
     python omniflow.py jobs list [--state S] [--limit N]   the queue's rows ("jobs" means queue rows only)
     python omniflow.py jobs retry ID | jobs cancel ID [--reason TEXT]   audited (actor `cli`)
     python omniflow.py keys generate | keys rotate [--batch N]
@@ -14,6 +15,7 @@
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
     python omniflow.py fake-yookassa        development and tests: a fake YooKassa
     python omniflow.py fake-cryptobot       development and tests: a fake Crypto Pay (CryptoBot)
+    python omniflow.py fake-telegram        development and tests: a fake Telegram Bot API with a chat page
 
 `huey` (the application's queue) is importable from here as `omniflow.huey`:
 `huey_consumer omniflow.huey` runs the worker. Importing this module sets
@@ -165,6 +167,21 @@ def cmd_web(args):
         panel = RemnawaveClient(settings.remnawave_url, settings.remnawave_token)
     maintenance_controller.start(panel, settings.maintenance_probe_seconds)
     serve(create_app(settings), settings.port, **server_options(settings))
+
+
+BOT_POOL_SIZE = 6  # the polling thread, the lease, the notifier, and slack
+
+
+def cmd_bot(args):
+    from bot.process import BotProcess
+
+    settings = bootstrap(pool_size=BOT_POOL_SIZE)
+    if not settings.telegram_bot_token:
+        print("configuration error: APP_TELEGRAM_BOT_TOKEN: is required by the bot", file=sys.stderr)
+        raise SystemExit(2)
+    require_current_schema()
+    load_job_kinds()  # the kinds' rules for the jobs the bot's services insert; the bot never runs them
+    raise SystemExit(BotProcess(settings).run())
 
 
 def _format_time(value):
@@ -416,6 +433,13 @@ def _positive(text):
     return int(text)
 
 
+def cmd_fake_telegram(args):
+    # Development and tests only: a fake Telegram Bot API; no settings, no database.
+    from fakes.telegram import run_cli
+
+    run_cli(host=args.host, port=args.port)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="omniflow.py", description="Omniflow: paid orders to working VPN access.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -429,6 +453,7 @@ def build_parser():
     )
     worker_parser.set_defaults(run=cmd_worker)
     commands.add_parser("web", help="serve the HTTP API on $PORT").set_defaults(run=cmd_web)
+    commands.add_parser("bot", help="run the Telegram bot (exactly one instance)").set_defaults(run=cmd_bot)
 
     jobs_parser = commands.add_parser("jobs", help="list, retry or cancel queue rows (jobs)")
     jobs_actions = jobs_parser.add_subparsers(dest="action", required=True)
@@ -519,6 +544,12 @@ def build_parser():
             "--auto-pay-seconds", type=float, help="complete every new payment by itself after this long"
         )
         provider_parser.set_defaults(run=cmd_fake_provider)
+    telegram_parser = commands.add_parser(
+        "fake-telegram", help="development: a fake Telegram Bot API with a chat page (no database)"
+    )
+    telegram_parser.add_argument("--host", default="127.0.0.1")
+    telegram_parser.add_argument("--port", type=int, default=8081)
+    telegram_parser.set_defaults(run=cmd_fake_telegram)
     return parser
 
 

@@ -8,6 +8,7 @@ Secret values are never echoed back in those messages.
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,6 +28,9 @@ SECRET_VARIABLES = (
 # The providers' real APIs (the adapters' own defaults, integrations/payments/).
 YOOKASSA_API_URL = "https://api.yookassa.ru/v3"
 CRYPTOBOT_API_URL = "https://pay.crypt.bot"  # testnet: https://testnet-pay.crypt.bot
+TELEGRAM_API_URL = "https://api.telegram.org"  # a local Bot API server or the fake stands in (SPEC 14.1)
+BOT_LEASE_TTL_S = 30  # SPEC 14.2; tests shorten it with OMNIFLOW_TEST_BOT_LEASE_TTL_SECONDS
+MIN_BOT_LEASE_TTL_S = 3
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -85,6 +89,10 @@ class Settings:
     trusted_proxy: str = ""  # the reverse proxy whose X-Forwarded-For names the client ("*": any peer)
     trusted_proxy_count: int = 1  # how many proxies in a row append to X-Forwarded-For
     outbox_retry_base_ms: int = 10_000  # the outbox's first retry delay; tests shorten it
+    telegram_api_url: str = TELEGRAM_API_URL
+    telegram_operator_chat_id: int = 0  # 0: the operator notifier is off
+    telegram_required_channel: str = ""  # "": channel membership is not checked
+    bot_lease_ttl_seconds: int = BOT_LEASE_TTL_S
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -187,6 +195,44 @@ def _base_url(env, name, default=""):
     return raw.rstrip("/")
 
 
+def _telegram_token(env):
+    name = "APP_TELEGRAM_BOT_TOKEN"
+    raw = _secret(env, name)
+    if raw and not re.fullmatch(r"\d+:[A-Za-z0-9_-]+", raw):
+        raise ConfigError(name, "must look like <bot id>:<secret>, as @BotFather gives it")
+    return raw
+
+
+def _chat_id(env, name):
+    """A Telegram chat id: an integer (supergroups are negative), or 0 when unset."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(name, f"must be a Telegram chat id (an integer, e.g. -1001234567890), got {raw!r}") from None
+    if value == 0:
+        raise ConfigError(name, "must be a Telegram chat id, not 0")
+    return value
+
+
+def _channel(env, name):
+    """A channel: @username or its numeric id."""
+    raw = (env.get(name) or "").strip()
+    if raw and not re.fullmatch(r"@[A-Za-z][A-Za-z0-9_]{3,31}|-?\d+", raw):
+        raise ConfigError(name, f"must be a channel's @username or numeric id, got {raw!r}")
+    return raw
+
+
+def _bot_lease_ttl(env):
+    name = "OMNIFLOW_TEST_BOT_LEASE_TTL_SECONDS"
+    ttl = _positive_int(env, name, BOT_LEASE_TTL_S)
+    if ttl < MIN_BOT_LEASE_TTL_S:
+        raise ConfigError(name, f"must be at least {MIN_BOT_LEASE_TTL_S}")
+    return ttl
+
+
 def _yookassa_shop(env):
     """APP_YOOKASSA_SHOP_ID and APP_YOOKASSA_SECRET_KEY: both or neither."""
     shop_id = (env.get("APP_YOOKASSA_SHOP_ID") or "").strip()
@@ -237,7 +283,7 @@ def load_settings(environ=None, dotenv_path=None):
         data_encryption_key=_encryption_keys(environ, "APP_DATA_ENCRYPTION_KEY"),
         remnawave_url=_url(environ, "APP_REMNAWAVE_URL"),
         remnawave_token=_secret(environ, "APP_REMNAWAVE_TOKEN"),
-        telegram_bot_token=_secret(environ, "APP_TELEGRAM_BOT_TOKEN"),
+        telegram_bot_token=_telegram_token(environ),
         retention_interval_hours=_positive_int(environ, "APP_RETENTION_INTERVAL_HOURS", 1),
         retention_outbox_days=_positive_int(environ, "APP_RETENTION_OUTBOX_DAYS", 7),
         retention_telemetry_days=_positive_int(environ, "APP_RETENTION_TELEMETRY_DAYS", 30),
@@ -258,4 +304,8 @@ def load_settings(environ=None, dotenv_path=None):
         trusted_proxy=_proxy_address(environ, "APP_TRUSTED_PROXY"),
         trusted_proxy_count=_positive_int(environ, "APP_TRUSTED_PROXY_COUNT", 1),
         outbox_retry_base_ms=_positive_int(environ, "APP_OUTBOX_RETRY_BASE_MS", 10_000),
+        telegram_api_url=_base_url(environ, "APP_TELEGRAM_API_URL", TELEGRAM_API_URL),
+        telegram_operator_chat_id=_chat_id(environ, "APP_TELEGRAM_OPERATOR_CHAT_ID"),
+        telegram_required_channel=_channel(environ, "APP_TELEGRAM_REQUIRED_CHANNEL"),
+        bot_lease_ttl_seconds=_bot_lease_ttl(environ),
     )

@@ -1,6 +1,7 @@
 """Peewee models, one module per area; `db` is the one database object."""
 
 from models.base import BaseModel, db, utcnow
+from models.bot import BOT_MODELS
 from models.catalogue import CATALOGUE_MODELS
 from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
@@ -33,6 +34,7 @@ ALL_MODELS = QUEUE_MODELS + [
     *LEDGER_MODELS,
     *PAYMENT_MODELS,
     SupportAttachment,
+    *BOT_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

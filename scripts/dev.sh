@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run the development stack on SQLite: a virtualenv with the pinned
 # dependencies, sample data (an operator, plans, paid orders, one operation
-# that fails), then the fake Remnawave panel, the web process and a worker
-# together from Procfile.dev. Ctrl-C stops all three.
+# that fails), then the fake Remnawave panel, the web process, a worker, the
+# fake Telegram Bot API and the bot together from Procfile.dev. Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +21,13 @@ export APP_REMNAWAVE_TOKEN="${APP_REMNAWAVE_TOKEN:-omniflow-fake-remnawave-dev-t
 export APP_OPERATOR_TOKEN="${APP_OPERATOR_TOKEN:-dev-operator-token-0123456789}"
 export APP_MAINTENANCE_PROBE_SECONDS="${APP_MAINTENANCE_PROBE_SECONDS:-10}"
 export APP_COOKIE_SECURE="${APP_COOKIE_SECURE:-false}"  # the panel over plain http from another machine too
+# The fake Telegram Bot API and the bot talking to it (fakes/telegram.py's development token).
+export APP_FAKE_TELEGRAM_PORT="${APP_FAKE_TELEGRAM_PORT:-8081}"
+export APP_TELEGRAM_API_URL="${APP_TELEGRAM_API_URL:-http://127.0.0.1:${APP_FAKE_TELEGRAM_PORT}}"
+export APP_TELEGRAM_BOT_TOKEN="${APP_TELEGRAM_BOT_TOKEN:-123456789:omniflow-fake-telegram-dev-token-0000}"
 
 export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
 python omniflow.py dev-seed
 echo "dev: fake Remnawave panel on ${APP_REMNAWAVE_URL}; admin API token ${APP_OPERATOR_TOKEN}"
+echo "dev: talk to the bot as a customer on http://127.0.0.1:${APP_FAKE_TELEGRAM_PORT}/chat (fake Telegram; send /start)"
 exec honcho -f Procfile.dev start "$@"

@@ -1,7 +1,8 @@
 """The README's first command, as a newcomer runs it: `bash scripts/dev.sh` in a
-fresh checkout (sample data, then the fake panel, web and worker from
-Procfile.dev under honcho) shows the whole flow, and the README's other
-commands, run from a second shell with no extra environment, see its data."""
+fresh checkout (sample data, then the fake panel, web, worker, fake Telegram
+and bot from Procfile.dev under honcho) shows the whole flow, and the
+README's other commands, run from a second shell with no extra environment,
+see its data."""
 
 import os
 import shutil
@@ -17,6 +18,7 @@ import pytest
 import requests
 
 from devtools import stack
+from fakes.telegram import DEV_TOKEN
 from tests.support.processes import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,8 +74,9 @@ def rows(path, sql):
 
 
 class DevStack:
-    def __init__(self, checkout, web_port, log):
+    def __init__(self, checkout, web_port, telegram_port, log):
         self.checkout, self.web_port, self.log = checkout, web_port, log
+        self.chat = f"http://127.0.0.1:{telegram_port}"
         self.database = checkout / "var" / "omniflow.sqlite3"  # the one default file
         self.base = f"http://127.0.0.1:{web_port}"
 
@@ -91,18 +94,20 @@ class DevStack:
 @pytest.fixture(scope="module")
 def dev_stack(tmp_path_factory):
     checkout = fresh_checkout(tmp_path_factory.mktemp("checkout"))
-    web_port, panel_port = free_port(), free_port()
+    web_port, panel_port, telegram_port = free_port(), free_port(), free_port()
     log_path = checkout / "dev.log"
     log = open(log_path, "w")
     process = subprocess.Popen(
         ["bash", "scripts/dev.sh"],
         cwd=checkout,
-        env=newcomer_environment(PORT=str(web_port), APP_FAKE_PANEL_PORT=str(panel_port)),
+        env=newcomer_environment(
+            PORT=str(web_port), APP_FAKE_PANEL_PORT=str(panel_port), APP_FAKE_TELEGRAM_PORT=str(telegram_port)
+        ),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    running = DevStack(checkout, web_port, log_path)
+    running = DevStack(checkout, web_port, telegram_port, log_path)
     try:
         wait_for(
             lambda: statuses(running.database).get("succeeded", 0) >= stack.PAID_ORDERS,
@@ -146,6 +151,19 @@ def test_the_dev_stack_provisions_the_sample_orders_and_shows_the_failed_one_on_
     assert again.returncode == 0 and "already there" in again.stdout
 
 
+def test_the_bot_answers_a_customer_on_the_fake_telegrams_chat_page(dev_stack):
+    assert requests.get(dev_stack.chat + "/chat", timeout=5).status_code == 200
+    user = {"id": 4242, "first_name": "Dev", "language_code": "en"}
+    requests.post(dev_stack.chat + "/_fake/messages", json={"user": user, "text": "/start"}, timeout=5)
+
+    def bot_answered():
+        messages = requests.get(dev_stack.chat + "/_fake/chats/4242", timeout=5).json()["messages"]
+        return [m["text"] for m in messages if m["from"] == "bot"]
+
+    assert wait_for(bot_answered, timeout=30, message="the bot's answer")[0].startswith("Welcome, Dev!")
+    assert DEV_TOKEN in (ROOT / "scripts" / "dev.sh").read_text()  # the stack's bot uses the fake's token
+
+
 def no_first_attempt_failed(database, log):
     succeeded = rows(
         database, "SELECT attempt_count FROM fulfillment_operations WHERE status = 'succeeded' AND operation = 'create'"
@@ -165,7 +183,7 @@ def test_the_worker_starts_only_once_a_panel_slow_to_come_up_answers(tmp_path):
     from fakes.remnawave import FakeRemnawave
 
     database = tmp_path / "dev.sqlite3"
-    web_port, late_port = free_port(), free_port()
+    web_port, late_port, telegram_port = free_port(), free_port(), free_port()
     token = "omniflow-fake-remnawave-dev-token"
     env = newcomer_environment(
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
@@ -174,6 +192,9 @@ def test_the_worker_starts_only_once_a_panel_slow_to_come_up_answers(tmp_path):
         APP_FAKE_PANEL_PORT=str(free_port()),  # the stack's own fake panel, unused here
         APP_REMNAWAVE_URL=f"http://127.0.0.1:{late_port}",
         APP_REMNAWAVE_TOKEN=token,
+        APP_FAKE_TELEGRAM_PORT=str(telegram_port),  # the stack's fake Telegram and its bot, unused here
+        APP_TELEGRAM_API_URL=f"http://127.0.0.1:{telegram_port}",
+        APP_TELEGRAM_BOT_TOKEN=DEV_TOKEN,
     )
     seeded = subprocess.run([sys.executable, "omniflow.py", "dev-seed"], cwd=ROOT, env=env, capture_output=True)
     assert seeded.returncode == 0, seeded.stderr

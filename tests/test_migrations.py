@@ -103,6 +103,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0011_catalogue_wallet",
         "0012_outbox_publisher",
         "0013_retention",
+        "0014_bot",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

@@ -142,3 +142,52 @@ def test_a_bad_payment_provider_setting_names_its_variable_and_never_echoes_a_se
         load_settings(environ)
     assert error.value.variable == variable
     assert "test_secret-without-a-shop" not in str(error.value)
+
+
+def test_telegram_settings_default_to_the_real_api_and_everything_off():
+    settings = load_settings({})
+    assert settings.telegram_api_url == "https://api.telegram.org"
+    assert (settings.telegram_operator_chat_id, settings.telegram_required_channel) == (0, "")
+
+
+def test_telegram_settings_are_read():
+    settings = load_settings(
+        {
+            "APP_TELEGRAM_BOT_TOKEN": "123456:AAbot-token-value_1",
+            "APP_TELEGRAM_API_URL": "http://127.0.0.1:8081/",
+            "APP_TELEGRAM_OPERATOR_CHAT_ID": "-1001234567890",
+            "APP_TELEGRAM_REQUIRED_CHANNEL": "@omniflow_news",
+            "OMNIFLOW_TEST_BOT_LEASE_TTL_SECONDS": "6",
+        }
+    )
+    assert settings.telegram_api_url == "http://127.0.0.1:8081"
+    assert settings.telegram_operator_chat_id == -1001234567890
+    assert settings.telegram_required_channel == "@omniflow_news"
+    assert settings.bot_lease_ttl_seconds == 6
+    assert "123456:AAbot-token-value_1" in settings.secrets()
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("APP_TELEGRAM_BOT_TOKEN", "not a token at all"),
+        ("APP_TELEGRAM_API_URL", "api.telegram.org"),
+        ("APP_TELEGRAM_OPERATOR_CHAT_ID", "operators"),
+        ("APP_TELEGRAM_OPERATOR_CHAT_ID", "0"),
+        ("APP_TELEGRAM_REQUIRED_CHANNEL", "t.me/news"),
+        ("OMNIFLOW_TEST_BOT_LEASE_TTL_SECONDS", "1"),
+    ],
+)
+def test_a_bad_telegram_setting_names_its_variable_and_never_echoes_the_token(variable, value):
+    with pytest.raises(ConfigError) as error:
+        load_settings({variable: value})
+    assert error.value.variable == variable
+    assert "not a token at all" not in str(error.value)
+
+
+def test_the_bot_refuses_to_start_without_a_token(tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("APP_TELEGRAM_")}
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'x.sqlite3'}"
+    result = subprocess.run([sys.executable, "omniflow.py", "bot"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "APP_TELEGRAM_BOT_TOKEN" in result.stderr and "Traceback" not in result.stderr

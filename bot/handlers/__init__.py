@@ -1,0 +1,18 @@
+"""The bot's handlers, one module per flow, registered on the TeleBot in the order Telegram updates are tried.
+
+Every handler is thin: it parses the update, calls a service, and queues
+answers rendered from bot/texts.py on the update's Context (bot/updates.py),
+which is `applier.current` while the update is applied.
+"""
+
+from bot.handlers import fallback, menu, start
+
+
+def register(bot, applier):
+    def context():
+        return applier.current
+
+    fallback.register_guards(bot, context)  # before any flow: a message too long is refused unread
+    start.register(bot, context)
+    menu.register(bot, context)
+    fallback.register(bot, context)  # last: what no flow took

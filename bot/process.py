@@ -1,0 +1,118 @@
+"""`python omniflow.py bot`: the lease, the threads, the signals and the exit status of the one bot process.
+
+Exit status: 0 after SIGTERM/SIGINT (polling stopped, the update in hand
+finished, the lease released); 2 when another live instance holds the lease
+(`another bot instance holds the lease`); 3 when this instance lost the
+lease while running (another one took over: this one must not apply
+anything more). The bot inserts jobs (through the services it calls) and
+never runs them: it starts no consumer.
+
+Threads: the main thread polls and applies updates; one renews the lease;
+one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set.
+SIGTERM while the main thread waits in getUpdates aborts that call at once
+(nothing read is lost: unconfirmed updates are delivered again); while it
+applies an update, the update is finished first.
+"""
+
+import contextlib
+import logging
+import signal
+import threading
+
+from bot import handlers
+from bot.lease import BotLease, LeaseLost
+from bot.notifier import OperatorNotifier
+from bot.polling import Poller
+from bot.updates import UpdateApplier
+from integrations import telegram
+from models.base import db
+
+logger = logging.getLogger("omniflow.bot")
+
+EXIT_STOPPED = 0
+EXIT_LEASE_HELD = 2
+EXIT_LEASE_LOST = 3
+THREAD_JOIN_S = 15
+
+
+class _Interrupted(BaseException):
+    """Raised in the main thread by SIGTERM while it waits in getUpdates (BaseException: no library swallows it)."""
+
+
+class BotProcess:
+    def __init__(self, settings):
+        self.settings = settings
+        self.stop = threading.Event()
+        self.lease = BotLease(settings.bot_lease_ttl_seconds)
+        self._polling = False
+        self._main_thread = threading.main_thread().ident
+
+    def _on_signal(self, signum, frame):
+        self.stop.set()
+        if self._polling:
+            self._polling = False
+            raise _Interrupted()
+
+    @contextlib.contextmanager
+    def _interruptible(self):
+        self._polling = True
+        try:
+            if self.stop.is_set():
+                raise _Interrupted()
+            yield
+        finally:
+            self._polling = False
+
+    def _watch_lease(self):
+        self.lease.renew_until(self.stop)
+        if self.lease.lost.is_set() and not self.stop.is_set():
+            signal.pthread_kill(self._main_thread, signal.SIGTERM)  # wakes the main thread out of getUpdates
+
+    def run(self):
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._on_signal)
+        try:
+            held = self.lease.acquire(self.stop)
+        finally:
+            db.close()
+        if not held:
+            if self.stop.is_set():
+                return EXIT_STOPPED
+            logger.error("another bot instance holds the lease")
+            return EXIT_LEASE_HELD
+        logger.info("bot lease taken; polling", extra={"worker_id": self.lease.holder_id})
+
+        telegram.configure(self.settings.telegram_api_url)
+        bot = telegram.new_bot(self.settings.telegram_bot_token)
+        applier = UpdateApplier(bot, self.lease, self.stop)
+        handlers.register(bot, applier)
+        threads = [threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True)]
+        if self.settings.telegram_operator_chat_id:
+            notifier = OperatorNotifier(bot, self.settings.telegram_operator_chat_id, self.stop)
+            threads.append(threading.Thread(target=notifier.run, name="operator-notifier", daemon=True))
+        else:
+            logger.info("operator notifier off: APP_TELEGRAM_OPERATOR_CHAT_ID is not set")
+        for thread in threads:
+            thread.start()
+
+        status = EXIT_STOPPED
+        try:
+            Poller(bot, applier, self.stop, self._interruptible).run()
+        except _Interrupted:
+            pass
+        except LeaseLost:
+            pass
+        finally:
+            self.stop.set()
+            for thread in threads:
+                thread.join(THREAD_JOIN_S)
+        if self.lease.lost.is_set():
+            logger.error("bot lease lost: another instance runs now; exiting without applying more updates")
+            status = EXIT_LEASE_LOST
+        else:
+            try:
+                self.lease.release()
+            finally:
+                db.close()
+            logger.info("bot stopped; lease released")
+        return status

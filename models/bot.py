@@ -1,0 +1,82 @@
+"""The bot's records: applied updates, sessions, shop reviews and forum topics (SPEC 14.3, 14.6, 14.7)."""
+
+import datetime
+
+from peewee import BigAutoField, BigIntegerField, DateTimeField, ForeignKeyField, TextField
+
+from models.base import BaseModel, utcnow
+from models.commerce import Customer
+
+# How long each kind of session lives (SPEC 14.7); retention sweeps rows past expires_at (SPEC 7).
+SESSION_TTL = datetime.timedelta(hours=24)
+CHECKOUT_SESSION_TTL = datetime.timedelta(minutes=30)
+SHOP_REVIEW_TTL = datetime.timedelta(days=1)
+
+
+class BotUpdate(BaseModel):
+    """A Telegram update whose effect has been committed; the row commits with that effect."""
+
+    update_id = BigIntegerField(primary_key=True)
+    kind = TextField()  # message, callback_query, pre_checkout_query, ...
+    applied_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "bot_updates"
+
+
+class BotSession(BaseModel):
+    """A chat's conversation state (JSON), e.g. which answer the bot is waiting for."""
+
+    chat_id = BigIntegerField(primary_key=True)
+    customer = ForeignKeyField(Customer, null=True, column_name="customer_id")
+    state = TextField(default="{}")
+    updated_at = DateTimeField(default=utcnow)
+    expires_at = DateTimeField()
+
+    class Meta:
+        table_name = "bot_sessions"
+
+
+class BotCheckoutSession(BaseModel):
+    """A purchase being put together in a chat (plan, payment method) before it becomes an order."""
+
+    id = BigAutoField()
+    chat_id = BigIntegerField()
+    customer = ForeignKeyField(Customer, column_name="customer_id")
+    state = TextField(default="{}")
+    created_at = DateTimeField(default=utcnow)
+    expires_at = DateTimeField()
+
+    class Meta:
+        table_name = "bot_checkout_sessions"
+
+
+class BotShopReview(BaseModel):
+    """A shop screen shown to a customer (what was offered, at which prices), kept for a day."""
+
+    id = BigAutoField()
+    chat_id = BigIntegerField()
+    customer = ForeignKeyField(Customer, null=True, column_name="customer_id")
+    screen = TextField(default="{}")
+    created_at = DateTimeField(default=utcnow)
+    expires_at = DateTimeField()
+
+    class Meta:
+        table_name = "bot_shop_reviews"
+
+
+class BotForumTopic(BaseModel):
+    """The forum topic created once per notice topic in the operator chat."""
+
+    id = BigAutoField()
+    chat_id = BigIntegerField()
+    topic = TextField()
+    message_thread_id = BigIntegerField()
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "bot_forum_topics"
+        indexes = ((("chat_id", "topic"), True),)
+
+
+BOT_MODELS = [BotUpdate, BotSession, BotCheckoutSession, BotShopReview, BotForumTopic]

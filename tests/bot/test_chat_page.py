@@ -1,0 +1,33 @@
+"""SPEC 14.8 as a person uses it: the fake's chat page in headless Chromium talks to a real bot process.
+A screenshot goes to tests/artifacts/."""
+
+import pytest
+
+from models.commerce import Customer
+from tests.web.test_browser import ARTIFACTS, browser  # noqa: F401  (the Chromium fixture)
+
+pytestmark = pytest.mark.processes
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # the page and the bot, not the database, are under test here
+def test_a_person_starts_the_bot_switches_language_and_opens_a_menu_on_the_chat_page(bots, fake_telegram, browser):  # noqa: F811
+    bot = bots.start()
+    bots.wait_polling(bot)
+    page = browser.new_page(viewport={"width": 800, "height": 700})
+    page.goto(fake_telegram.chat_url)
+    page.fill("#user-id", "3003")
+    page.select_option("#user-lang", "ru")
+    page.fill("#user-name", "Аня <img src=x onerror=alert(1)>")
+    page.fill("#text", "/start")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Мои подписки", timeout=20000)
+    assert page.locator(".bot").first.inner_text().startswith("Добро пожаловать, Аня <img src=x onerror=alert(1)>!")
+    assert page.locator(".bot img").count() == 0  # the name was shown as text, not markup
+    page.click("text=Язык")
+    page.click("text=English", timeout=10000)
+    page.wait_for_selector("text=Language: English.", timeout=10000)
+    page.click("text=My subscriptions")
+    page.wait_for_selector("text=You have no subscriptions yet.", timeout=10000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "bot-chat-page.png"), full_page=True)
+    assert Customer.get(Customer.telegram_id == 3003).language_code == "en"

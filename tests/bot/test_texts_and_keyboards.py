@@ -1,0 +1,45 @@
+"""SPEC 14.4: every text in both languages; callback data the bot did not make is never taken."""
+
+import pytest
+
+from bot import keyboards, texts
+from bot.lease import BotLease
+from config.settings import load_settings
+
+
+def test_both_languages_have_every_text_and_the_same_fields():
+    import string
+
+    def fields(template):
+        return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+    english, russian = texts.CATALOG["en"], texts.CATALOG["ru"]
+    assert set(english) == set(russian)
+    for key in english:
+        assert fields(english[key]) == fields(russian[key]), key
+
+
+@pytest.mark.parametrize(
+    "code, language", [("ru", "ru"), ("ru-RU", "ru"), ("en", "en"), ("en-GB", "en"), ("de", "en"), (None, "en")]
+)
+def test_the_language_comes_from_telegrams_language_code(code, language):
+    assert texts.language_of(code) == language
+
+
+def test_every_button_the_bot_makes_parses_back_to_its_action():
+    for language in texts.LANGUAGES:
+        for markup in (keyboards.main_menu(language), keyboards.language_menu(language), keyboards.back(language)):
+            for row in markup.keyboard:
+                for button in row:
+                    assert keyboards.parse(button.callback_data) is not None
+
+
+@pytest.mark.parametrize("raw", ["", "menu:x", "lang:fr", "subs:", "unknown", "lang:ru:1", "é" * 40, None, 5])
+def test_callback_data_the_bot_did_not_make_is_refused(raw):
+    assert keyboards.parse(raw) is None
+
+
+def test_the_lease_is_30_seconds_renewed_every_5_in_production():
+    settings = load_settings({})
+    assert settings.bot_lease_ttl_seconds == 30
+    assert BotLease(settings.bot_lease_ttl_seconds).renew_interval_s == 5

@@ -1,0 +1,176 @@
+"""SPEC 14.3, 14.4 in the test process: what an update does, over real HTTP to the fake Bot API, on both databases."""
+
+import pytest
+
+from bot import keyboards
+from bot.updates import APPLIED, DUPLICATE, FAILED, REFUSED
+from commerce.settlement import settle_order
+from models.bot import BotUpdate
+from models.commerce import Customer
+from tests.support import commerce as samples
+from tests.support.botruns import InProcessBot, row_counts
+
+ANN = {"id": 501, "first_name": "Ann", "last_name": "Lee", "username": "ann", "language_code": "ru"}
+BOB = {"id": 502, "first_name": "Bob", "language_code": "en-GB"}
+
+
+@pytest.fixture
+def bot(database, telebot, fake_telegram):
+    return InProcessBot(telebot, fake_telegram)
+
+
+def buttons(message):
+    return [button["callback_data"] for row in message["reply_markup"]["inline_keyboard"] for button in row]
+
+
+def test_start_creates_the_customer_from_the_telegram_user_and_a_second_start_finds_it(bot, fake_telegram):
+    fake_telegram.send_message(ANN, "/start")
+    fake_telegram.send_message(ANN, "/start")
+    assert bot.drain() == [APPLIED, APPLIED]
+    customers = list(Customer.select().where(Customer.telegram_id == ANN["id"]))
+    assert len(customers) == 1
+    assert (customers[0].display_name, customers[0].telegram_username, customers[0].language_code) == (
+        "Ann Lee", "ann", "ru",
+    )  # fmt: skip
+    first, second = fake_telegram.bot_messages(ANN["id"])
+    assert first["text"].startswith("Добро пожаловать, Ann Lee!") and second["text"].startswith("С возвращением")
+    assert buttons(first) == [keyboards.SUBSCRIPTIONS, keyboards.LANGUAGE]
+    assert BotUpdate.select().count() == 2
+
+
+def test_a_replayed_update_is_skipped(bot, fake_telegram):
+    update = fake_telegram.send_message(BOB, "/start")
+    fake_telegram.inject(update)
+    assert bot.drain() == [APPLIED, DUPLICATE]
+    assert len(fake_telegram.bot_messages(BOB["id"])) == 1
+
+
+def test_the_language_follows_telegram_until_the_customer_chooses_one(bot, fake_telegram):
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    assert fake_telegram.bot_messages(BOB["id"])[0]["text"].startswith("Welcome, Bob!")
+    fake_telegram.press(BOB, keyboards.data(keyboards.LANGUAGE))
+    fake_telegram.press(BOB, keyboards.data(keyboards.LANGUAGE, "ru"))
+    assert bot.drain() == [APPLIED, APPLIED]
+    menu = fake_telegram.bot_messages(BOB["id"])[-1]
+    assert menu["edited"] and menu["text"].startswith("Язык: русский.")
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("С возвращением, Bob!")
+    assert Customer.get(Customer.telegram_id == BOB["id"]).language_code == "ru"
+    assert all(answer["text"] is None for answer in fake_telegram.callback_answers().values())
+
+
+def test_my_subscriptions_shows_the_plan_its_state_and_end(bot, fake_telegram):
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    customer = Customer.get(Customer.telegram_id == BOB["id"])
+    plan = samples.plan(code="monthly")
+    settle_order(samples.order(customer, plan).id, "provider_webhook")
+    fake_telegram.press(BOB, keyboards.data(keyboards.SUBSCRIPTIONS))
+    assert bot.drain() == [APPLIED]
+    shown = fake_telegram.bot_messages(BOB["id"])[-1]["text"]
+    assert shown.startswith("Your subscriptions:") and f"{plan.name}: being set up, until" in shown
+
+
+@pytest.mark.parametrize(
+    "data",
+    ["evil", "lang:de", "subs:1", "menu:", "lang:ru:extra", "x" * 64, "", "lang:en" + "\u0000"],
+    ids=["unknown", "bad-language", "argument-not-taken", "empty-argument", "extra-part", "long", "empty", "nul"],
+)
+def test_forged_callback_data_gets_a_polite_refusal_and_nothing_is_written(bot, fake_telegram, data):
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    before = row_counts()
+    fake_telegram.press(BOB, data)
+    assert bot.drain() == [REFUSED]
+    assert row_counts() == before
+    (answer,) = fake_telegram.callback_answers().values()
+    assert answer["show_alert"] and answer["text"].startswith("This button is not valid any more.")
+
+
+def test_a_press_from_someone_who_never_started_is_refused_and_nothing_is_written(bot, fake_telegram):
+    before = row_counts()
+    fake_telegram.press(ANN, keyboards.data(keyboards.MENU), message_id=1)
+    assert bot.drain() == [REFUSED]
+    assert row_counts() == before
+    (answer,) = fake_telegram.callback_answers().values()
+    assert answer["text"].startswith("Эта кнопка больше не действует.")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("x" * 5000, "That message is too long: at most 4096 characters, please."),
+        ("/start" + "x" * 5000, "That message is too long: at most 4096 characters, please."),
+        ("/frobnicate now", "I don't know the command /frobnicate. Send /start for the menu."),
+        ("hello there", "I work with buttons and commands. Send /start for the menu."),
+    ],
+    ids=["huge", "huge-command", "unknown-command", "plain-text"],
+)
+def test_bad_messages_get_a_clear_answer_and_nothing_is_written(bot, fake_telegram, text, expected):
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    before = row_counts()
+    fake_telegram.send_message(BOB, text)
+    assert bot.drain() == [REFUSED]
+    assert row_counts() == before
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"] == expected
+
+
+def test_a_message_from_a_stranger_is_told_to_start_and_creates_nobody(bot, fake_telegram):
+    before = row_counts()
+    fake_telegram.send_message(BOB, "hi")
+    assert bot.drain() == [REFUSED]
+    assert row_counts() == before
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"] == "Send /start to begin."
+
+
+def test_a_blocked_customer_gets_a_plain_refusal_and_nothing_is_written(bot, fake_telegram):
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    Customer.update(blocked=True).where(Customer.telegram_id == BOB["id"]).execute()
+    before = row_counts()
+    fake_telegram.send_message(BOB, "/start")
+    fake_telegram.press(BOB, keyboards.data(keyboards.LANGUAGE, "ru"))
+    assert bot.drain() == [REFUSED, REFUSED]
+    assert row_counts() == before
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("Your account is blocked.")
+    assert Customer.get(Customer.telegram_id == BOB["id"]).language_code == "en"
+
+
+def test_a_pre_checkout_for_nothing_sold_is_refused(bot, fake_telegram):
+    before = row_counts()
+    query = fake_telegram.pre_checkout(BOB, "XTR", 100, "not-an-order")
+    assert bot.drain() == [REFUSED]
+    assert row_counts() == before
+    answer = fake_telegram.pre_checkout_answers()[query["pre_checkout_query"]["id"]]
+    assert answer["ok"] is False and answer["error_message"]
+
+
+def test_a_handler_that_fails_writes_nothing_and_the_customer_is_told(bot, fake_telegram, monkeypatch):
+    from commerce import customers
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(customers, "customer_for_telegram", broken)
+    before = row_counts()
+    fake_telegram.send_message(BOB, "/start")
+    assert bot.drain() == [FAILED]
+    assert row_counts() == before
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("Something went wrong on our side.")
+
+
+def test_a_stars_payment_no_flow_claims_becomes_an_operator_notice_even_from_a_blocked_customer(bot, fake_telegram):
+    from models.ops import OperatorNotice
+
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    Customer.update(blocked=True).where(Customer.telegram_id == BOB["id"]).execute()
+    update = fake_telegram.successful_payment(BOB, "XTR", 250, "order:unknown", charge_id="stx-charge-1")
+    fake_telegram.inject(update)  # delivered twice: one notice
+    assert bot.drain() == [APPLIED, DUPLICATE]
+    (notice,) = OperatorNotice.select()
+    assert (notice.kind, notice.dedupe_key) == ("stars_payment_unmatched", "stx-charge-1")
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("We received your payment")

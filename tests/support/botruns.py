@@ -1,0 +1,42 @@
+"""Applying updates in the test process: a TeleBot on the fake Bot API, our handlers, the real applier and lease."""
+
+import threading
+
+from bot import handlers
+from bot.lease import BotLease
+from bot.updates import UpdateApplier
+from models.base import db
+
+
+class InProcessBot:
+    """Polls the fake once per `drain()` and applies what came, as the bot process does (offset after apply)."""
+
+    def __init__(self, telebot, fake, ttl_s=30):
+        self.telebot = telebot
+        self.fake = fake
+        self.stop = threading.Event()
+        self.lease = BotLease(ttl_s)
+        assert self.lease.acquire(self.stop)
+        self.applier = UpdateApplier(telebot, self.lease, self.stop)
+        handlers.register(telebot, self.applier)
+        self.offset = None
+
+    def drain(self):
+        """Apply every queued update; returns their outcomes in order."""
+        outcomes = []
+        while self.fake.waiting(self.offset):
+            for update in self.telebot.get_updates(offset=self.offset, timeout=5, long_polling_timeout=1):
+                outcomes.append(self.applier.apply(update))
+                self.offset = update.update_id + 1
+        return outcomes
+
+
+def row_counts(database=None):
+    """Rows per table: what "nothing written" is checked against."""
+    database = database or db.obj
+    counts = {}
+    for table in database.get_tables():
+        if table in ("schema_migrations", "job_leader"):
+            continue  # the lease is renewed by every update, whatever it does
+        counts[table] = database.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    return counts
