@@ -101,6 +101,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0007_hot_entitlement_updates",
         "0010_login_failures_per_address",
         "0011_catalogue_wallet",
+        "0016_back_office",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything
