@@ -145,16 +145,36 @@ def _carried_pause(order, current, starts_at):
     return current.paused_at if order.operation in CONTINUES_PERIOD else starts_at
 
 
-def refund_order(order_id):
-    """Mark a paid order refunded and revoke its access (fulfillment/revocation.py).
-    Fulfillment's create for it is cancelled if it has not called the panel; if it is
-    already calling, its success cannot move the order back to fulfilled, and the
-    `disable` queued here runs after it."""
+REFUNDABLE_STATES = ("paid", "fulfilled", "partially_refunded")
+
+
+def refund_order(order_id, amount_minor=None):
+    """Refund a paid order, in full (`amount_minor` None or all that is left) or in part
+    (SPEC 13.10). In full: the order `refunded` and its access revoked
+    (fulfillment/revocation.py); fulfillment's create for it is cancelled if it has not
+    called the panel; if it is already calling, its success cannot move the order back
+    to fulfilled, and the `disable` queued here runs after it. In part:
+    `partially_refunded`, the refunded amount counted, access kept. Returns the order."""
     with db.atomic():
         order = locked(Order.select().where(Order.id == order_id)).first()
         if order is None:
             raise SettlementRejected("order_not_found", f"order {order_id} does not exist")
-        if order.status not in ("paid", "fulfilled", "partially_refunded"):
+        if order.status not in REFUNDABLE_STATES:
             raise SettlementRejected("order_not_refundable", f"order {order_id} is {order.status}")
-        Order.update(status="refunded", refunded_at=utcnow()).where(Order.id == order.id).execute()
-        revoke_access(order.id)
+        left = order.amount_minor - order.refunded_amount_minor
+        amount = left if amount_minor is None else amount_minor
+        if amount_minor is not None and (
+            isinstance(amount, bool) or not isinstance(amount, int) or not 0 < amount <= left
+        ):
+            raise SettlementRejected(
+                "invalid_refund_amount", f"a refund of order {order_id} is a whole number from 1 to {left}"
+            )
+        full = amount == left
+        Order.update(
+            status="refunded" if full else "partially_refunded",
+            refunded_amount_minor=order.refunded_amount_minor + amount,
+            refunded_at=utcnow(),
+        ).where(Order.id == order.id).execute()
+        if full:
+            revoke_access(order.id)
+        return Order.get_by_id(order.id)

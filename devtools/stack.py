@@ -2,26 +2,45 @@
 wait that starts the stack's worker only once the fake panel answers
 (`python omniflow.py dev-wait-panel`).
 
-An operator to sign in with, a plan, a few customers with paid orders (the
-worker provisions them on the fake panel), and one operation whose desired
-state is corrupt, so System → Operations has a failed operation to look at and
-retry. Seeding twice adds nothing.
+An operator to sign in with; plans priced in RUB, USD and Telegram Stars; a
+few customers with a Telegram identity whose orders were paid at YooKassa,
+CryptoBot and with Stars (the ledger's sale, the payment and the settlement
+together, so Home shows revenue per currency and the worker provisions them
+on the fake panel), one who topped up their wallet and bought from it; and
+one operation whose desired state is corrupt, so System → Operations has a
+failed operation to look at and retry. Seeding twice adds nothing.
 """
 
 import time
+import uuid
 
+from commerce import ledger
+from commerce.catalogue import set_plan_price
+from commerce.orders import create_order
 from commerce.settlement import settle_order
 from devtools.demo import monthly_plan
-from models.base import db
+from models.base import db, utcnow
 from models.commerce import Customer, Order, Plan
 from models.fulfillment import FulfillmentOperation
 from models.operators import Operator
+from models.payments import PaymentIntent
 from ops.operators import PERMISSIONS, create_operator
 
 DEV_OPERATOR = "admin"
 DEV_PASSWORD = "omniflow-dev-password"  # development only: the stack runs on 127.0.0.1
-PAID_ORDERS = 4
+PAID_ORDERS = 4  # provisioned by the stack's worker; the corrupt one comes on top
 PANEL_POLL_S = 0.2
+MONTHLY_PRICES = {"RUB": 29900, "USD": 399, "XTR": 250}
+UNLIMITED_PRICES = {"RUB": 59900, "USD": 799, "XTR": 500}
+# (name, Telegram username, currency, provider) of the customers who paid at a provider.
+PAID_AT_A_PROVIDER = (
+    ("Anna Petrova", "anna_p", "RUB", "yookassa"),
+    ("Ben Carter", "bencarter", "USD", "cryptobot"),
+    ("Chen Wei", "chenwei", "XTR", "stars"),
+)
+WALLET_CUSTOMER = ("Dana Ivanova", "dana_iv")
+TOPUP_MINOR = 100000  # 1 000.00 RUB
+FIRST_TELEGRAM_ID = 100000001
 
 
 def seed(password=DEV_PASSWORD):
@@ -31,16 +50,54 @@ def seed(password=DEV_PASSWORD):
     create_operator(DEV_OPERATOR, password, list(PERMISSIONS), actor="dev-seed")
     with db.atomic():
         plan = monthly_plan("dev-monthly", "Monthly, 100 GB, 3 devices")
-        Plan.create(code="dev-unlimited", name="Unlimited", duration_days=30, price_minor=999)
-    settlements = []
-    for index in range(PAID_ORDERS + 1):
-        customer = Customer.create(display_name=f"dev customer {index + 1}")
-        order = Order.create(customer=customer, plan=plan, operation="purchase", amount_minor=plan.price_minor)
-        settlements.append(settle_order(order.id, "provider_webhook"))
+        unlimited = Plan.create(code="dev-unlimited", name="Unlimited", duration_days=30, price_minor=999)
+        for priced, prices in ((plan, MONTHLY_PRICES), (unlimited, UNLIMITED_PRICES)):
+            for currency, amount in prices.items():
+                set_plan_price(priced, currency, amount)
+    telegram_ids = iter(range(FIRST_TELEGRAM_ID, FIRST_TELEGRAM_ID + 100))
+    for name, username, currency, provider in PAID_AT_A_PROVIDER:
+        buyer = _customer(name, username, next(telegram_ids))
+        _paid_at_a_provider(create_order(buyer.id, "purchase", currency, plan_id=plan.id, provider=provider))
+    buyer = _customer(*WALLET_CUSTOMER, next(telegram_ids))
+    _paid_at_a_provider(create_order(buyer.id, "topup", "RUB", amount_minor=TOPUP_MINOR, provider="yookassa"))
+    order = create_order(buyer.id, "purchase", "RUB", plan_id=plan.id)
+    with db.atomic():
+        ledger.charge_wallet(order)
+        settle_order(order.id, "wallet")
+    broken = _customer("dev customer with a corrupt operation", None, next(telegram_ids))
+    settlement = _paid_at_a_provider(create_order(broken.id, "purchase", "RUB", plan_id=plan.id, provider="yookassa"))
     FulfillmentOperation.update(desired_state="{not json").where(
-        FulfillmentOperation.id == settlements[-1].operation_id
+        FulfillmentOperation.id == settlement.operation_id
     ).execute()
     return True
+
+
+def _customer(name, username, telegram_id):
+    return Customer.create(display_name=name, telegram_id=telegram_id, telegram_username=username, language_code="en")
+
+
+def _paid_at_a_provider(order):
+    """What a provider's confirmed payment leaves behind: the intent, the ledger movement
+    (a sale to revenue, a top-up to the wallet) and the settlement, in one transaction.
+    Returns the settlement (None for a top-up, which provisions nothing)."""
+    with db.atomic():
+        PaymentIntent.create(
+            order=order,
+            provider=order.provider,
+            provider_payment_id=f"dev-{order.provider}-{order.id}",
+            amount_minor=order.amount_minor,
+            currency=order.currency,
+            status="succeeded",
+            idempotence_key=str(uuid.uuid4()),
+        )
+        if order.operation == "topup":
+            ledger.credit_topup(order, order.provider)
+            Order.update(status="paid", paid_at=utcnow(), settled_by="provider_webhook").where(
+                Order.id == order.id
+            ).execute()
+            return None
+        ledger.record_sale(order, order.provider)
+        return settle_order(order.id, "provider_webhook")
 
 
 def wait_for_panel(url, token, timeout_s):

@@ -14,6 +14,7 @@ class Operator(BaseModel):
     permissions = TextField(default="[]")
     created_at = DateTimeField(default=utcnow)
     disabled_at = DateTimeField(null=True)
+    time_zone = TextField(default="UTC")  # an IANA zone: the one the panel's pages show times in
 
     class Meta:
         table_name = "operators"

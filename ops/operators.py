@@ -6,10 +6,12 @@ never compares secrets in Python. Sessions expire after SESSION_TTL.
 """
 
 import datetime
+import functools
 import hashlib
 import ipaddress
 import json
 import secrets
+import zoneinfo
 
 from peewee import IntegrityError
 
@@ -22,7 +24,11 @@ SYSTEM_READ = "system.read"
 SYSTEM_WRITE = "system.write"
 SUBSCRIPTIONS_READ = "subscriptions.read"
 SUBSCRIPTIONS_WRITE = "subscriptions.write"
-PERMISSIONS = (SYSTEM_READ, SYSTEM_WRITE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRITE)
+# The shop's back office (SPEC 13.14): customers and their subscriptions are
+# subscriptions.read; orders, payments and wallets payments.read; refunds payments.write.
+PAYMENTS_READ = "payments.read"
+PAYMENTS_WRITE = "payments.write"
+PERMISSIONS = (SYSTEM_READ, SYSTEM_WRITE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRITE, PAYMENTS_READ, PAYMENTS_WRITE)
 
 SESSION_TTL = datetime.timedelta(hours=12)
 USERNAME_MAX = 64
@@ -132,6 +138,34 @@ def session_operator(token, now=None):
     if row is None or row.operator.disabled_at is not None:
         return None
     return row.operator
+
+
+def set_time_zone(operator, time_zone):
+    """An operator's own time zone (an IANA name such as Europe/Moscow), audited;
+    OperatorError when it is not one."""
+    if not is_time_zone(time_zone):
+        raise OperatorError("a time zone is an IANA name such as UTC or Europe/Moscow")
+    with db.atomic():
+        Operator.update(time_zone=time_zone).where(Operator.id == operator.id).execute()
+        record_audit(
+            "system",
+            "operator.time_zone_changed",
+            f"operator:{operator.username}",
+            subject_type="operator",
+            subject_id=operator.id,
+            details={"timeZone": time_zone},
+        )
+
+
+def is_time_zone(name):
+    # Looked up in the list of names, so a path or a file name never reaches ZoneInfo.
+    return isinstance(name, str) and name in time_zones()
+
+
+@functools.cache
+def time_zones():
+    """Every IANA zone name this installation knows (tzdata), sorted."""
+    return tuple(sorted(zoneinfo.available_timezones()))
 
 
 def close_session(token):

@@ -164,6 +164,28 @@ def test_the_bot_answers_a_customer_on_the_fake_telegrams_chat_page(dev_stack):
     assert DEV_TOKEN in (ROOT / "scripts" / "dev.sh").read_text()  # the stack's bot uses the fake's token
 
 
+def test_the_sample_data_fills_the_back_office_with_revenue_per_currency_and_a_wallet(dev_stack):
+    answer = requests.post(
+        dev_stack.base + "/v1/panel/session",
+        json={"username": stack.DEV_OPERATOR, "password": stack.DEV_PASSWORD},
+        timeout=5,
+    )
+    cookie = {"Cookie": f"omniflow_session={answer.cookies['omniflow_session']}"}
+
+    def get(path, **params):
+        return requests.get(dev_stack.base + path, headers=cookie, params=params, timeout=5).json()
+
+    revenue = get("/v1/panel/overview")["revenue"]["today"]
+    assert [row["currency"] for row in revenue] == ["RUB", "USD", "XTR"]
+    assert {row["currency"]: row["amountMinor"] for row in revenue}["RUB"] == 3 * stack.MONTHLY_PRICES["RUB"]
+    (customer,) = get("/v1/panel/customers", q="@" + stack.WALLET_CUSTOMER[1])["customers"]
+    assert customer["telegramId"] is not None
+    wallet = get(f"/v1/panel/customers/{customer['id']}/wallet")
+    assert wallet["balances"] == [{"currency": "RUB", "amountMinor": stack.TOPUP_MINOR - stack.MONTHLY_PRICES["RUB"]}]
+    home = requests.get(dev_stack.base + "/panel", headers=cookie, timeout=5)
+    assert home.status_code == 200 and "RUB" in home.text
+
+
 def no_first_attempt_failed(database, log):
     succeeded = rows(
         database, "SELECT attempt_count FROM fulfillment_operations WHERE status = 'succeeded' AND operation = 'create'"

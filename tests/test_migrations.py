@@ -104,6 +104,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0012_outbox_publisher",
         "0013_retention",
         "0014_bot",
+        "0016_back_office",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

@@ -2,7 +2,7 @@
 
 import bottle
 
-from web import admin, health, metrics, openapi, pages, panel, problems
+from web import admin, backoffice, backoffice_pages, health, metrics, openapi, pages, panel, problems
 
 WEB_THREADS = 8
 
@@ -13,9 +13,11 @@ def create_app(settings):
     app.merge(health.build())
     app.merge(admin.build(settings.operator_token))
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
+    app.merge(backoffice.build())
     app.merge(metrics.build(settings.operator_token))
     app.merge(openapi.build())
     app.merge(pages.build(secure_cookies=settings.cookie_secure))
+    app.merge(backoffice_pages.build())
     return app
 
 

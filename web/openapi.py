@@ -9,8 +9,11 @@ import json
 
 import bottle
 
-from models.fulfillment import OPERATION_STATUSES, OPERATIONS
-from web import admin, panel
+from commerce.phase import PHASES
+from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
+from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
+from models.payments import INTENT_STATUSES
+from web import admin, backoffice, panel
 
 
 def _problem_ref():
@@ -37,7 +40,18 @@ def _object(properties, required=None):
 STRING = {"type": "string"}
 NULLABLE_STRING = {"type": ["string", "null"]}
 INTEGER = {"type": "integer"}
+NULLABLE_INTEGER = {"type": ["integer", "null"]}
+BOOLEAN = {"type": "boolean"}
 TIME = {"type": ["string", "null"], "format": "date-time"}
+
+
+def _nullable(schema):
+    return {**schema, "type": ["object", "null"]}
+
+
+def _array(items):
+    return {"type": "array", "items": items}
+
 
 JOB = _object(
     {
@@ -102,6 +116,145 @@ PROBLEM = _object(
         "requestId": STRING,
     }
 )
+
+# The shop's back office (web/backoffice.py).
+MONEY = _array(_object({"currency": STRING, "amountMinor": INTEGER}))
+CUSTOMER = _object(
+    {
+        "id": STRING,
+        "displayName": STRING,
+        "telegramId": NULLABLE_INTEGER,
+        "telegramUsername": NULLABLE_STRING,
+        "languageCode": NULLABLE_STRING,
+        "blocked": BOOLEAN,
+        "blockedReason": NULLABLE_STRING,
+        "createdAt": TIME,
+    }
+)
+SUBSCRIPTION = _object(
+    {
+        "id": STRING,
+        "customerId": STRING,
+        "slot": INTEGER,
+        "panelUsername": NULLABLE_STRING,
+        "phase": {"type": "string", "enum": list(PHASES)},
+        "autoRenew": BOOLEAN,
+        "createdAt": TIME,
+        "entitlementId": NULLABLE_INTEGER,
+        "planId": NULLABLE_INTEGER,
+        "planName": NULLABLE_STRING,
+        "startsAt": TIME,
+        "endsAt": TIME,
+        "graceEndsAt": TIME,
+        "trafficLimitBytes": {**NULLABLE_INTEGER, "description": "null: unlimited"},
+        "deviceLimit": {**NULLABLE_INTEGER, "description": "null: unlimited"},
+        "pausedAt": TIME,
+    }
+)
+ENTITLEMENT = _object(
+    {
+        "id": INTEGER,
+        "orderId": INTEGER,
+        "planId": INTEGER,
+        "status": {"type": "string", "enum": list(ENTITLEMENT_STATUSES)},
+        "startsAt": TIME,
+        "endsAt": TIME,
+        "trafficLimitBytes": NULLABLE_INTEGER,
+        "deviceLimit": NULLABLE_INTEGER,
+        "pausedAt": TIME,
+        "createdAt": TIME,
+    }
+)
+ORDER = _object(
+    {
+        "id": INTEGER,
+        "customerId": STRING,
+        "subscriptionId": NULLABLE_STRING,
+        "kind": {"type": "string", "enum": list(ORDER_OPERATIONS)},
+        "status": {"type": "string", "enum": list(ORDER_STATUSES)},
+        "amountMinor": INTEGER,
+        "refundedAmountMinor": INTEGER,
+        "currency": STRING,
+        "planId": NULLABLE_INTEGER,
+        "provider": NULLABLE_STRING,
+        "settledBy": NULLABLE_STRING,
+        "createdAt": TIME,
+        "paidAt": TIME,
+        "fulfilledAt": TIME,
+        "refundedAt": TIME,
+        "operationIds": {**_array(INTEGER), "description": "the fulfillment operations its keys name"},
+    }
+)
+PAYMENT = _object(
+    {
+        "id": INTEGER,
+        "orderId": INTEGER,
+        "provider": STRING,
+        "providerPaymentId": NULLABLE_STRING,
+        "amountMinor": INTEGER,
+        "currency": STRING,
+        "status": {"type": "string", "enum": list(INTENT_STATUSES)},
+        "createdAt": TIME,
+        "updatedAt": TIME,
+        "lastPolledAt": TIME,
+    }
+)
+DELIVERY = _object(
+    {
+        "id": INTEGER,
+        "providerEventId": NULLABLE_STRING,
+        "receivedAt": TIME,
+        "signatureOk": BOOLEAN,
+        "processedAt": TIME,
+        "outcome": NULLABLE_STRING,
+    }
+)
+WALLET_ENTRY = _object(
+    {
+        "entryId": INTEGER,
+        "transactionId": INTEGER,
+        "kind": STRING,
+        "orderId": NULLABLE_INTEGER,
+        "amountMinor": {**INTEGER, "description": "signed: a credit is positive"},
+        "currency": STRING,
+        "expiresAt": {**TIME, "description": "a bonus credit's expiry"},
+        "createdAt": TIME,
+    }
+)
+LEDGER_TRANSACTION = _object(
+    {
+        "id": INTEGER,
+        "kind": STRING,
+        "reversesId": NULLABLE_INTEGER,
+        "createdAt": TIME,
+        "entries": _array(_object({"account": STRING, "amountMinor": INTEGER, "currency": STRING})),
+    }
+)
+OVERVIEW = _object(
+    {
+        "timeZone": STRING,
+        "date": {"type": "string", "format": "date", "description": "today in the operator's time zone"},
+        "revenue": _nullable(_object({"today": MONEY, "month": MONEY})),
+        "customers": _nullable(_object({"newToday": INTEGER, "newThisMonth": INTEGER})),
+        "subscriptions": _nullable(_object({"active": INTEGER})),
+        "operations": _nullable(_object({"failed": INTEGER, "retrying": INTEGER})),
+        "queue": _nullable(
+            _object(
+                {
+                    "available": INTEGER,
+                    "running": INTEGER,
+                    "retryable": INTEGER,
+                    "scheduled": INTEGER,
+                    "deadLetters": INTEGER,
+                    "outboxPending": INTEGER,
+                    "maintenance": BOOLEAN,
+                }
+            )
+        ),
+    }
+)
+TIME_ZONE = _object({"timeZone": {"type": "string", "description": "an IANA zone, e.g. Europe/Moscow"}})
+QUEUED_CHANGE = _object({"operationId": INTEGER, "operation": STRING, "status": STRING})
 
 BEARER = [{"operatorToken": []}]
 SESSION = [{"operatorSession": []}]
@@ -433,6 +586,7 @@ def document():
             },
         }
     }
+    paths.update(_back_office_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
     for path, item in paths.items():
         if path.startswith("/v1/panel/"):
@@ -451,6 +605,192 @@ def document():
             },
         },
     }
+
+
+def _text_id(name):
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1, "maxLength": 64}}
+
+
+def _get(summary, schema, parameters=(), not_found=None):
+    responses = {"200": _ok(schema), "400": BAD_REQUEST, "401": UNAUTHORIZED, "403": FORBIDDEN}
+    if not_found:
+        responses["404"] = _error(not_found)
+    return {"get": {"summary": summary, "security": SESSION, "parameters": list(parameters), "responses": responses}}
+
+
+PAGE = [
+    _query("cursor", STRING, "nextCursor of the previous page"),
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": backoffice.MAX_PAGE}, "default: 25"),
+]
+NO_CUSTOMER = "no such customer (`customer_not_found`)"
+
+
+def _back_office_paths():
+    customer = _text_id("customerID")
+    paths = {
+        "/v1/panel/overview": {
+            "get": {
+                "summary": "Home: revenue, new customers, active subscriptions, failing operations, queue health",
+                "description": (
+                    "Any signed-in operator. Each section is null without its permission: revenue payments.read,"
+                    " customers and subscriptions subscriptions.read, operations and queue system.read. Revenue is"
+                    " net, per currency, from the ledger's revenue account; today and this month begin at midnight"
+                    " in the operator's time zone."
+                ),
+                "security": SESSION,
+                "responses": {"200": _ok(OVERVIEW), "401": UNAUTHORIZED},
+            }
+        },
+        "/v1/panel/session/time-zone": {
+            "get": {
+                "summary": "The signed-in operator's time zone (pages show times in it)",
+                "security": SESSION,
+                "responses": {"200": _ok(TIME_ZONE), "401": UNAUTHORIZED},
+            },
+            "put": {
+                "summary": "Set one's own time zone (audited `operator.time_zone_changed`)",
+                "security": SESSION,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": TIME_ZONE}}},
+                "responses": {
+                    "200": _ok(TIME_ZONE),
+                    "400": _error("not an IANA zone (`invalid_time_zone`) or not a JSON object (`invalid_body`)"),
+                    "401": UNAUTHORIZED,
+                },
+            },
+        },
+        "/v1/panel/customers": _get(
+            "Customers (subscriptions.read): those `q` names, or every customer newest first",
+            _object({"query": NULLABLE_STRING, "customers": _array(CUSTOMER), "nextCursor": NULLABLE_STRING}),
+            [
+                _query(
+                    "q",
+                    {"type": "string", "maxLength": 64},
+                    "a customer id, a Telegram id, a Telegram @username or a panel username, matched exactly"
+                    " (usernames in any case); anything else `400 invalid_search`",
+                ),
+                *PAGE,
+            ],
+        ),
+        "/v1/panel/customers/{customerID}": _get(
+            "A customer and their subscriptions, each with its phase, end and limits (subscriptions.read)",
+            _object({"customer": CUSTOMER, "subscriptions": _array(SUBSCRIPTION)}),
+            [customer],
+            NO_CUSTOMER,
+        ),
+        "/v1/panel/customers/{customerID}/orders": _get(
+            "A customer's orders, newest first (payments.read)",
+            _object({"orders": _array(ORDER), "nextCursor": NULLABLE_STRING}),
+            [customer, *PAGE],
+            NO_CUSTOMER,
+        ),
+        "/v1/panel/customers/{customerID}/payments": _get(
+            "A customer's payments at providers, newest first (payments.read)",
+            _object({"payments": _array(PAYMENT), "nextCursor": NULLABLE_STRING}),
+            [customer, *PAGE],
+            NO_CUSTOMER,
+        ),
+        "/v1/panel/customers/{customerID}/wallet": _get(
+            "A customer's wallet: balance per currency and movements, newest first (payments.read)",
+            _object({"balances": MONEY, "history": _array(WALLET_ENTRY), "nextCursor": NULLABLE_STRING}),
+            [customer, *PAGE],
+            NO_CUSTOMER,
+        ),
+        "/v1/panel/subscriptions/{subscriptionID}": _get(
+            "A subscription: phase, periods, operations (scheduled reconciles that succeeded left out;"
+            " subscriptions.read)",
+            _object(
+                {
+                    "subscription": SUBSCRIPTION,
+                    "entitlements": _array(ENTITLEMENT),
+                    "operations": _array(OPERATION),
+                }
+            ),
+            [_text_id("subscriptionID")],
+            "no such subscription (`subscription_not_found`)",
+        ),
+        "/v1/panel/orders/{orderID}": _get(
+            "An order, its payments, its ledger transactions and its fulfillment operations (payments.read)",
+            _object(
+                {
+                    "order": ORDER,
+                    "payments": _array(PAYMENT),
+                    "ledger": _array(LEDGER_TRANSACTION),
+                    "operations": _array(OPERATION),
+                }
+            ),
+            [_id_parameter("orderID")],
+            "no such order (`order_not_found`)",
+        ),
+        "/v1/panel/payments/{paymentID}": _get(
+            "A payment at a provider and its webhook deliveries, never their bodies (payments.read)",
+            _object({"payment": PAYMENT, "deliveries": _array(DELIVERY)}),
+            [_id_parameter("paymentID")],
+            "no such payment (`payment_not_found`)",
+        ),
+        "/v1/panel/orders/{orderID}/refund": {
+            "post": {
+                "summary": "Refund an order in full or in part (payments.write, audited `panel.order.refunded`)",
+                "description": (
+                    "Without amountMinor, all that is left; in full the order is `refunded` and its access revoked,"
+                    " in part `partially_refunded` and the access kept (SPEC 13.10)."
+                ),
+                "security": SESSION,
+                "parameters": [_id_parameter("orderID"), REASON],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": _object({"amountMinor": {**INTEGER, "minimum": 1}}, [])}
+                    },
+                },
+                "responses": {
+                    "200": _ok(_object({"order": ORDER})),
+                    "400": _error("`invalid_refund_amount` (more than is left), `reason_required`, `invalid_body`"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such order (`order_not_found`)"),
+                    "409": _error("the order is not paid, or refunded in full already (`order_not_refundable`)"),
+                },
+            }
+        },
+    }
+    for action, summary in (
+        ("pause", "Pause: the clock stops and the panel's user is disabled (SPEC 2.25)"),
+        ("resume", "Resume: the paused time is given back and the user enabled once the panel has it"),
+    ):
+        paths[f"/v1/panel/customers/{{customerID}}/subscriptions/{{subscriptionID}}/{action}"] = {
+            "post": {
+                "summary": f"{summary} (subscriptions.write, audited `panel.subscription.{action}d`)",
+                "security": SESSION,
+                "parameters": [customer, _text_id("subscriptionID"), REASON],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object(
+                                {
+                                    "requestId": {
+                                        "type": "string",
+                                        "minLength": 1,
+                                        "maxLength": 64,
+                                        "description": "names the request (or X-Request-ID): a replay queues nothing",
+                                    }
+                                },
+                                [],
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "202": _ok(QUEUED_CHANGE, "queued"),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such subscription for this customer (`subscription_not_found`)"),
+                    "409": _error("`already_paused`, `not_paused`, or never provisioned (`not_provisioned`)"),
+                },
+            }
+        }
+    return paths
 
 
 def build():

@@ -5,12 +5,16 @@ history, and Retry / Cancel asking for a reason), Drift, Outbox (with its
 destinations: pending, retrying and dead per destination; Add and Remove
 asking for a reason) and Queue
 (the job queue's rows: "jobs" means queue rows only; the panel API's path
-`/v1/panel/system/jobs` is SPEC 4.2's name for the operations). A page needs
+`/v1/panel/system/jobs` is SPEC 4.2's name for the operations). The shop's
+pages (Home, Customers, …) are web/backoffice_pages.py. A page needs
 the same session and permission as the API behind it; without a session it
 sends the browser to the login page, without the permission it answers 403,
 and while the database is unreachable or not migrated 503. Retry and Cancel
 call the panel API itself (`/v1/panel/system/jobs/{id}/retry|cancel` with
 `X-Operator-Reason`), so the rules, the 409 and the audit are the API's.
+Times are shown in the operator's time zone (web/local_time.py), error codes
+with their explanation (web/explanations.py), and the order or subscription
+a key names as a link (web/references.py).
 Nothing here shows a subscription link, a provider body, squad ids, the
 desired state or request/response summaries: templates escape everything,
 and drift values are reduced to what an operator compares.
@@ -35,9 +39,11 @@ from models.fulfillment import (
 )
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance, operators, outbox
-from web import panel
+from web import local_time, panel
 from web.answers import iso, plain_digits
+from web.explanations import explained
 from web.problems import Problem
+from web.references import linked
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 CHART_MINUTES = 60
@@ -54,14 +60,25 @@ COOKIE_DROPPED = "Signed in, but this browser did not keep the session cookie: a
 
 
 def render(name, **values):
+    """A template, with what every page formats by: times in the operator's zone (`iso`),
+    error codes explained (`explained`), keys with the records they name linked (`linked`)."""
     bottle.response.content_type = "text/html; charset=utf-8"
     bottle.response.set_header("Cache-Control", "no-store")
     bottle.response.set_header("X-Frame-Options", "DENY")
-    return bottle.template(name, template_lookup=[TEMPLATES], iso=iso, **values)
+    zone = local_time.zone_of(values.get("operator"))
+    return bottle.template(
+        name,
+        template_lookup=[TEMPLATES],
+        iso=lambda value: local_time.local_iso(value, zone),
+        explained=explained,
+        linked=linked,
+        **values,
+    )
 
 
-def page(permission):
-    """A page for a signed-in operator with `permission`; login redirect or 403 otherwise."""
+def page(permission=None):
+    """A page for a signed-in operator with `permission` (any signed-in operator when None);
+    login redirect or 403 otherwise."""
 
     def decorate(view):
         @wraps(view)
@@ -72,7 +89,7 @@ def page(permission):
                 operator = operators.session_operator(bottle.request.get_cookie(panel.SESSION_COOKIE))
                 if operator is None:
                     return bottle.redirect("/panel/login", 303)
-                if permission not in operator.permission_set:
+                if permission and permission not in operator.permission_set:
                     bottle.response.status = 403
                     return render("denied", operator=operator, permission=permission)
                 return view(operator, *args, **kwargs)
@@ -117,8 +134,8 @@ def _age(created_at, now):
     return f"{seconds // 3600} h"
 
 
-def chart(per_minute, now):
-    """Bars per minute over the last hour: completed (green) above failed (red)."""
+def chart(per_minute, now, zone):
+    """Bars per minute over the last hour: completed (green) above failed (red), labelled in `zone`."""
     end = now.replace(second=0, microsecond=0)
     minutes = [end - datetime.timedelta(minutes=CHART_MINUTES - 1 - i) for i in range(CHART_MINUTES)]
     counts = {}
@@ -145,7 +162,7 @@ def chart(per_minute, now):
                         "w": round(step - 1, 1),
                         "h": height,
                         "fill": fill,
-                        "title": f"{label} UTC: {value} {word}",
+                        "title": f"{local_time.local_minute(minute, zone)}: {value} {word}",
                     }
                 )
     return {
@@ -153,18 +170,13 @@ def chart(per_minute, now):
         "width": CHART_WIDTH,
         "height": CHART_HEIGHT,
         "peak": peak,
-        "start": minutes[0].strftime("%H:%M"),
-        "end": minutes[-1].strftime("%H:%M UTC"),
+        "start": local_time.local_minute(minutes[0], zone),
+        "end": f"{local_time.local_minute(minutes[-1], zone)} {zone.key}",
     }
 
 
 def build(secure_cookies=True):
     app = bottle.Bottle()
-
-    @app.get("/panel")
-    @app.get("/panel/")
-    def home():
-        return bottle.redirect("/panel/system/operations", 303)
 
     @app.get("/panel/login")
     def login():
@@ -222,7 +234,7 @@ def build(secure_cookies=True):
                 "kind": drift.kind,
                 "expected": drift_value(drift.kind, drift.expected),
                 "observed": drift_value(drift.kind, drift.observed),
-                "detected_at": iso(drift.detected_at),
+                "detected_at": drift.detected_at,
             }
             for drift in EntitlementDrift.select()
             .where(EntitlementDrift.status == "open")
@@ -259,7 +271,7 @@ def build(secure_cookies=True):
             "queue",
             operator=operator,
             counts=sorted(client.counts().items()),
-            chart=chart(per_minute, now),
+            chart=chart(per_minute, now, local_time.zone_of(operator)),
             dead=client.dead_letter(limit=DEAD_LETTER_ROWS),
             maintenance=MaintenanceState.get_by_id(maintenance.MAINTENANCE_ROW),
             can_write=operators.SYSTEM_WRITE in operator.permission_set,

@@ -13,6 +13,9 @@ GET    /v1/panel/system/outbox/destinations       where events are published, wi
 POST   /v1/panel/system/outbox/destinations {url, topics, secret}   add one (system.write, X-Operator-Reason)
 DELETE /v1/panel/system/outbox/destinations/{id}  remove one (system.write, X-Operator-Reason)
 
+The shop's back office (customers, orders, payments, wallets, refunds, pause and
+resume, Home) is web/backoffice.py, built on `signed_in` and `operator_reason` here.
+
 The session cookie is HttpOnly and SameSite=Strict, so another site can
 neither read it nor send it; every mutation also needs the
 `X-Operator-Reason` header, which a cross-site form cannot set, and writes
@@ -122,7 +125,8 @@ def operations_page(status, operation, entitlement_id, cursor, limit):
     return page[:limit], encode_cursor(page[limit - 1].id) if len(page) > limit else None
 
 
-def _reason():
+def operator_reason():
+    """The X-Operator-Reason of a mutation, or a 400 reason_required."""
     reason = (bottle.request.get_header(REASON_HEADER) or "").strip()
     if not reason:
         raise Problem(400, problems.REASON_REQUIRED, f"the {REASON_HEADER} header is required for every change")
@@ -255,7 +259,7 @@ def build(secure_cookies=True):
     def mutation(change):
         def route(operator, operation_id):
             operation_id = id_param(operation_id, problems.INVALID_OPERATION_ID, "an operation id")
-            reason = _reason()
+            reason = operator_reason()
             try:
                 with db.atomic():
                     op = change(operation_id, f"operator:{operator.username}", reason)
@@ -279,13 +283,9 @@ def build(secure_cookies=True):
     @app.post("/v1/panel/customers/<customer_id>/subscriptions/<subscription_id>/operations")
     @signed_in(operators.SUBSCRIPTIONS_WRITE)
     def subscription_operation(operator, customer_id, subscription_id):
-        reason = _reason()
+        reason = operator_reason()
         body = json_body()
-        request_id = body.get("requestId") or bottle.request.get_header(problems.REQUEST_ID_HEADER)
-        if not isinstance(request_id, str) or not 1 <= len(request_id) <= 64 or not request_id.isprintable():
-            raise Problem(
-                400, problems.REQUEST_ID_REQUIRED, "requestId (or X-Request-ID) names the request, up to 64 characters"
-            )
+        request_id = change_request_id(body)
         operation = body.get("operation")
         if not isinstance(operation, str):
             raise Problem(400, problems.INVALID_BODY, "operation is required")
@@ -318,7 +318,7 @@ def build(secure_cookies=True):
         active = json_body().get("active")
         if not isinstance(active, bool):
             raise Problem(400, problems.INVALID_BODY, "active must be true or false")
-        reason = _reason()
+        reason = operator_reason()
         with db.atomic():
             maintenance.set_mode(active, reason, actor=f"operator:{operator.username}")
         return json_answer(200, maintenance_json())
@@ -358,6 +358,16 @@ def build(secure_cookies=True):
         return json_answer(200, {"destination": destination_json(destination, {})})
 
     return app
+
+
+def change_request_id(body):
+    """What names a change request, so a double submit queues it once: the body's requestId or X-Request-ID."""
+    request_id = body.get("requestId") or bottle.request.get_header(problems.REQUEST_ID_HEADER)
+    if not isinstance(request_id, str) or not 1 <= len(request_id) <= 64 or not request_id.isprintable():
+        raise Problem(
+            400, problems.REQUEST_ID_REQUIRED, "requestId (or X-Request-ID) names the request, up to 64 characters"
+        )
+    return request_id
 
 
 def _change_options(body):

@@ -104,7 +104,27 @@ def test_refund_is_recorded_on_a_paid_order_only(database):
         refund_order(order.id)
     settle_order(order.id, "provider_webhook")
     refund_order(order.id)
-    assert Order.get_by_id(order.id).status == "refunded"
+    refunded = Order.get_by_id(order.id)
+    assert (refunded.status, refunded.refunded_amount_minor) == ("refunded", 500)
+    with pytest.raises(SettlementRejected) as again:
+        refund_order(order.id)
+    assert again.value.code == "order_not_refundable"
+
+
+def test_a_partial_refund_counts_the_amount_and_keeps_access_until_the_rest_is_refunded(database):
+    result = settle_order(commerce.order(commerce.customer(), commerce.unlimited_plan()).id, "provider_webhook")
+    Entitlement.update(status="active").where(Entitlement.id == result.entitlement_id).execute()
+    part = refund_order(result.order_id, 200)
+    assert (part.status, part.refunded_amount_minor) == ("partially_refunded", 200)
+    assert not FulfillmentOperation.select().where(FulfillmentOperation.operation == "disable").exists()
+    for too_much in (301, 0, -1, True, "100"):
+        with pytest.raises(SettlementRejected) as refused:
+            refund_order(result.order_id, too_much)
+        assert refused.value.code == "invalid_refund_amount"
+    rest = refund_order(result.order_id, 300)
+    assert (rest.status, rest.refunded_amount_minor) == ("refunded", 500)
+    (disable,) = FulfillmentOperation.select().where(FulfillmentOperation.operation == "disable")
+    assert disable.idempotency_key == f"refund:{result.order_id}:disable"
 
 
 # -- idempotency and validation before anything is queued (SPEC 2.8) ---------------------

@@ -7,6 +7,7 @@ import pytest
 import waitress
 
 from config.settings import load_settings
+from tests.support import shop
 from web.app import create_app, server_options
 
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"
@@ -47,3 +48,26 @@ def serving(environ=None, threads=4):
 def web(database, data_key):
     with serving({"APP_DATA_ENCRYPTION_KEY": data_key}) as base:
         yield base
+
+
+@pytest.fixture
+def shop_world(database):
+    """A customer with a provisioned subscription bought in RUB at YooKassa, a second order
+    still provisioning, and a wallet topped up."""
+    buyer = shop.customer("Alice Shopper", "Alice_Shop")
+    plan = shop.plan()
+    order, settlement, intent = shop.paid_order(buyer, plan)
+    subscription = shop.provision(settlement, username="omniflow_a1b2c3d4e5f60718")
+    waiting, waiting_settlement, _ = shop.paid_order(buyer, plan, currency="USD", provider="cryptobot")
+    topup = shop.topped_up(buyer, 50000)
+    return {
+        "customer": buyer,
+        "plan": plan,
+        "order": order,
+        "settlement": settlement,
+        "intent": intent,
+        "subscription": subscription,
+        "waiting": waiting,
+        "waiting_settlement": waiting_settlement,
+        "topup": topup,
+    }

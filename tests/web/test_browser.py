@@ -1,6 +1,8 @@
-"""SPEC 4.4 in a real browser: headless Chromium (Debian's, driven by Playwright)
-signs in, opens System → Operations, retries a failed operation with a reason and
-sees it move to pending. A screenshot goes to tests/artifacts/."""
+"""SPEC 4.4 and 13.14 in a real browser: headless Chromium (Debian's, driven by
+Playwright) signs in, opens System → Operations, retries a failed operation with a
+reason and sees it move to pending; finds a customer, opens their page, follows an
+order to its operation and back, and refunds part of it. Screenshots go to
+tests/artifacts/."""
 
 import shutil
 from pathlib import Path
@@ -57,6 +59,8 @@ def test_an_operator_signs_in_and_retries_a_failed_operation_with_a_reason(web, 
     page.fill("input[name=username]", "alice")
     page.fill("input[name=password]", api.PASSWORD)
     page.click("button[type=submit]")
+    page.wait_for_url("**/panel")  # Home
+    page.click("nav >> text=Operations")
     page.wait_for_url("**/panel/system/operations")
     row = page.locator(f'tr[data-operation="{failed}"]')
     assert row.locator("td.status-failed").inner_text() == "failed"
@@ -87,7 +91,7 @@ def test_an_operator_turns_maintenance_on_from_the_queue_page(web, browser):
     page.fill("input[name=username]", "alice")
     page.fill("input[name=password]", api.PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url("**/panel/system/operations")
+    page.wait_for_url("**/panel")
     page.click("nav >> text=Queue")
     page.wait_for_url("**/panel/system/queue")
     box = page.locator("#maintenance")
@@ -116,5 +120,46 @@ def test_with_app_cookie_secure_false_sign_in_works_over_plain_http_from_another
     with serving({"APP_COOKIE_SECURE": "false"}) as base:
         page = browser.new_page()
         sign_in(page, from_the_lan(base))
-        page.wait_for_url("**/panel/system/operations")
-        assert page.locator("nav").is_visible()
+        page.wait_for_url("**/panel")
+        assert page.locator("nav[aria-label=System]").is_visible()
+
+
+def test_an_operator_finds_a_customer_follows_an_order_to_its_operation_and_refunds_part_of_it(web, browser):
+    from models.commerce import Order
+    from tests.support import shop
+
+    api.operator("alice", api.EVERYTHING)
+    buyer = shop.customer("Alice Shopper", "alice_shop")
+    order, settlement, _ = shop.paid_order(buyer, shop.plan())
+    shop.provision(settlement)
+    page = browser.new_page()
+    sign_in(page, web)
+    page.wait_for_url("**/panel")
+    assert "299.00 RUB" in page.locator("#revenue").inner_text()
+    page.click("nav >> text=Customers")
+    page.wait_for_url("**/panel/customers")
+    page.fill("input[name=q]", "@alice_shop")
+    with page.expect_navigation():
+        page.click("#customer-search button[type=submit]")
+    page.locator(f'tr[data-customer="{buyer.id}"] a').click()
+    page.wait_for_url(f"**/panel/customers/{buyer.id}")
+    assert page.locator("#subscriptions td.phase-active").inner_text() == "active"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "customer.png"), full_page=True)
+
+    page.locator(f'tr[data-order="{order.id}"] a.operation-link').click()
+    page.wait_for_url(f"**/panel/system/operations/{settlement.operation_id}")
+    page.locator(f'a[href="/panel/orders/{order.id}"]').first.click()  # the operation's order:<id>
+    page.wait_for_url(f"**/panel/orders/{order.id}")
+    form = page.locator("#refund")
+    form.locator("input[name=amount]").fill("1.50")
+    form.locator("input[name=reason]").fill("one day of outage")
+    with page.expect_navigation():
+        form.locator("button", has_text="Refund").click()
+    assert page.locator("#order-status").inner_text() == "partially_refunded"
+    assert page.locator("#refunded").inner_text() == "1.50 RUB"
+    page.screenshot(path=str(ARTIFACTS / "order-after-partial-refund.png"), full_page=True)
+    refunded = Order.get_by_id(order.id)
+    assert (refunded.status, refunded.refunded_amount_minor) == ("partially_refunded", 150)
+    audit = AuditEvent.get(AuditEvent.action == "panel.order.refunded")
+    assert (audit.actor, audit.reason) == ("operator:alice", "one day of outage")

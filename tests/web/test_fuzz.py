@@ -14,20 +14,33 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.commerce import Order, Subscription
+from models.commerce import Customer, Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
+from models.ledger import LedgerEntry, LedgerTransaction
 from models.operators import Operator
 from models.ops import AuditEvent, MaintenanceState, OutboxDestination, OutboxEvent
+from models.payments import PaymentIntent
 from tests.web import test_panel_api as api
 from tests.web.conftest import OPERATOR_TOKEN
 from web.openapi import document
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
 WRITTEN = (
-    FulfillmentOperation, FulfillmentHistory, Entitlement, Subscription, Order, Job, AuditEvent, OutboxEvent,
+    FulfillmentOperation,
+    FulfillmentHistory,
+    Entitlement,
+    Subscription,
+    Order,
+    Job,
+    AuditEvent,
+    OutboxEvent,
+    Customer,
+    PaymentIntent,
+    LedgerTransaction,
+    LedgerEntry,
     OutboxDestination,
-)  # fmt: skip
+)
 # Every described operation but signing out, which would end the session the fuzzing signs in with.
 OPERATIONS = [
     (path, method, spec)
@@ -55,7 +68,9 @@ def snapshot():
     counts = {model.__name__: model.select().count() for model in WRITTEN}
     state = MaintenanceState.get_by_id(1)
     counts["maintenance"] = (bool(state.active), state.reason)
-    counts["operators"] = Operator.select().count()
+    counts["operators"] = sorted((o.username, o.time_zone) for o in Operator.select())
+    counts["orders"] = sorted((o.id, o.status, o.refunded_amount_minor) for o in Order.select())
+    counts["paused"] = sorted(str(e.paused_at) for e in Entitlement.select())
     return counts
 
 
@@ -64,10 +79,19 @@ def world(web):
     cookie = api.session_of(web)
     failed = api.operation_in("failed")
     customer_id, subscription_id = api.provisioned()
+    order_id = Entitlement.get(Entitlement.subscription == subscription_id).order_id
+    payment_id = api.paid_at_a_provider(order_id)
     return {
         "web": web,
         "cookie": cookie,
-        "ids": [str(failed), str(Job.select().first().id), customer_id, subscription_id],
+        "ids": [
+            str(failed),
+            str(Job.select().first().id),
+            customer_id,
+            subscription_id,
+            str(order_id),
+            str(payment_id),
+        ],
     }
 
 

@@ -18,6 +18,7 @@ from tests.web import test_panel_api as api
 from web.pages import drift_value
 
 ROOT = Path(__file__).resolve().parents[2]
+SHOP_NAVIGATION = ["Home", "Customers"]
 NAVIGATION = ["Operations", "Drift", "Outbox", "Queue"]
 PAGES = ["/panel/system/operations", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue"]
 WEBHOOK_SECRET = "whsec_bGVha3ktd2ViaG9vay1zaWduaW5nLXNlY3JldC0wMDE="
@@ -35,15 +36,18 @@ def test_without_a_session_every_page_sends_the_browser_to_the_login_page(web):
     assert login.status_code == 200 and 'id="login"' in login.text
 
 
-def test_the_navigation_is_system_with_operations_drift_outbox_and_queue_as_the_readme_names_them(web):
+def test_the_navigation_is_shop_then_system_as_the_readme_names_them(web):
     headers = api.session_of(web)
-    for path, title in zip(PAGES, NAVIGATION):
+    for path, title in zip(["/panel", "/panel/customers"] + PAGES, SHOP_NAVIGATION + NAVIGATION):
         text = page(web, path, headers).text
-        nav = text[text.index("<nav") : text.index("</nav>")]
-        assert ">System<" in nav and re.findall(r">([^<>]+)</a>", nav) == NAVIGATION
+        shop, system = re.findall(r"<nav[^>]*>(.*?)</nav>", text, re.DOTALL)
+        assert ">Shop<" in shop and re.findall(r">([^<>]+)</a>", shop) == SHOP_NAVIGATION
+        assert ">System<" in system and re.findall(r">([^<>]+)</a>", system) == NAVIGATION
         assert f"<title>{title} · Omniflow</title>" in text
-    named = re.findall(r"System → \**(\w+)", (ROOT / "README.md").read_text(encoding="utf-8"))
-    assert named and set(named) <= set(NAVIGATION)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for section, navigation in (("System", NAVIGATION), ("Shop", SHOP_NAVIGATION)):
+        named = re.findall(rf"{section} → \**(\w+)", readme)
+        assert named and set(named) <= set(navigation), section
 
 
 @pytest.mark.parametrize("permissions", [[], ["system.write"], ["subscriptions.read", "subscriptions.write"]])
@@ -144,3 +148,71 @@ def test_a_device_limit_drift_tells_the_panels_null_from_its_zero():
     assert drift_value("device_limit", json.dumps({"value": None})) == "panel fallback"
     assert drift_value("device_limit", json.dumps({"value": 3})) == "3"
     assert drift_value("traffic", json.dumps({"value": None})) == "unlimited"
+
+
+PROVIDER_SECRET = "live_sk_9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+CARD_NUMBERS = ("4111 1111 1111 1111", "4111111111111111")
+
+
+def test_no_shop_page_or_answer_shows_a_link_a_provider_secret_a_card_number_squad_ids_or_a_desired_state(web):
+    from models.commerce import Subscription
+    from models.fulfillment import Entitlement
+    from models.payments import PaymentIntent, ProviderWebhookEvent
+    from tests.support import commerce, shop
+
+    buyer, plan = shop.customer(), shop.plan()
+    order, settlement, intent = shop.paid_order(buyer, plan)
+    subscription = shop.provision(settlement)
+    shop.topped_up(buyer, 1000)
+    observed = json.dumps({"subscriptionUrl": api.SUBSCRIPTION_URL, "squads": [api.SQUAD_UUID], "status": "ACTIVE"})
+    Subscription.update(observed_state=observed).where(Subscription.id == subscription.id).execute()
+    Entitlement.update(observed_state=observed).where(Entitlement.id == settlement.entitlement_id).execute()
+    api.with_secrets(settlement.operation_id)
+    PaymentIntent.update(confirmation_url=f"https://pay.example/confirm?token={PROVIDER_SECRET}").where(
+        PaymentIntent.id == intent.id
+    ).execute()
+    ProviderWebhookEvent.create(
+        provider="yookassa",
+        provider_event_id="evt-leak",
+        signature_ok=False,
+        outcome="bad_signature",
+        payment_intent=intent.id,
+        retain_until=utcnow(),
+        body=json.dumps({"card": CARD_NUMBERS[0], "secret": PROVIDER_SECRET, "url": api.SUBSCRIPTION_URL}).encode(),
+    )
+    emit_event("order.paid", {"subscriptionUrl": api.SUBSCRIPTION_URL, "card": CARD_NUMBERS[1]})
+    headers = {**api.session_of(web), **api.REASON}
+    pages = [
+        "/panel",
+        "/panel/customers",
+        f"/panel/customers/{buyer.id}",
+        f"/panel/subscriptions/{subscription.id}",
+        f"/panel/orders/{order.id}",
+        f"/panel/payments/{intent.id}",
+        "/panel/settings",
+        *PAGES,
+        f"/panel/system/operations/{settlement.operation_id}",
+    ]
+    answers = [page(web, path, headers) for path in pages]
+    answers.append(page(web, "/panel/customers", headers, q=subscription.remote_username))
+    for path in (
+        "/v1/panel/overview",
+        f"/v1/panel/customers?q={buyer.telegram_id}",
+        f"/v1/panel/customers/{buyer.id}",
+        f"/v1/panel/customers/{buyer.id}/orders",
+        f"/v1/panel/customers/{buyer.id}/payments",
+        f"/v1/panel/customers/{buyer.id}/wallet",
+        f"/v1/panel/subscriptions/{subscription.id}",
+        f"/v1/panel/orders/{order.id}",
+        f"/v1/panel/payments/{intent.id}",
+    ):
+        answers.append(requests.get(web + path, headers=headers, timeout=10))
+    base = f"{web}/v1/panel/customers/{buyer.id}/subscriptions/{subscription.id}"
+    answers.append(requests.post(f"{base}/pause", headers=headers, json={"requestId": "leak-1"}, timeout=10))
+    answers.append(requests.post(f"{web}/v1/panel/orders/{order.id}/refund", headers=headers, json={}, timeout=10))
+    secrets = (api.SUBSCRIPTION_URL, api.BEARER, "leaky-token-value", PROVIDER_SECRET, *CARD_NUMBERS)
+    squads = (api.SQUAD_UUID, commerce.SQUAD_A, commerce.SQUAD_B)
+    for answer in answers:
+        assert answer.status_code in (200, 202), answer.url
+        for secret in secrets + squads + ("squadIds", "desiredState", "confirmation"):
+            assert secret not in answer.text, (answer.url, secret)

@@ -12,7 +12,7 @@ import jobs.fulfillment  # noqa: F401  (registers the fulfillment job kind the r
 from commerce.settlement import settle_order
 from fulfillment import rules
 from models.base import utcnow
-from models.commerce import Subscription
+from models.commerce import Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
 from models.operators import OperatorSession
@@ -134,9 +134,9 @@ def test_on_an_unmigrated_database_sign_in_the_panel_routes_and_pages_answer_503
             assert_problem(answer, 503, "database_unavailable")
             check(answer, "/v1/panel/session", "post")  # as described
             assert "not migrated" in answer.json()["detail"]
-            for method, path in (("GET", "/v1/panel/session"), ("DELETE", "/v1/panel/session")) + tuple(
-                (method, template.format(op=1, customer="c", subscription="s")) for method, template, _ in ROUTES
-            ):
+            for method, path in [("DELETE", "/v1/panel/session"), *SESSION_ROUTES] + [
+                (method, paths(template)) for method, template, _ in ROUTES
+            ]:
                 answer = requests.request(method, base + path, headers=REASON, timeout=10)
                 assert_problem(answer, 503, "database_unavailable")
             page = requests.get(base + "/panel/system/queue", allow_redirects=False, timeout=10)
@@ -654,45 +654,96 @@ ROUTES = [
     ("GET", "/v1/panel/system/jobs/{op}/history", "system.read"),
     ("POST", "/v1/panel/system/jobs/{op}/retry", "system.write"),
     ("POST", "/v1/panel/system/jobs/{op}/cancel", "system.write"),
+    ("GET", "/v1/panel/customers", "subscriptions.read"),
+    ("GET", "/v1/panel/customers/{customer}", "subscriptions.read"),
+    ("GET", "/v1/panel/subscriptions/{subscription}", "subscriptions.read"),
+    ("GET", "/v1/panel/customers/{customer}/orders", "payments.read"),
+    ("GET", "/v1/panel/customers/{customer}/payments", "payments.read"),
+    ("GET", "/v1/panel/customers/{customer}/wallet", "payments.read"),
+    ("GET", "/v1/panel/orders/{order}", "payments.read"),
+    ("GET", "/v1/panel/payments/{payment}", "payments.read"),
+    ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/pause", "subscriptions.write"),
+    ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/resume", "subscriptions.write"),
+    ("POST", "/v1/panel/orders/{order}/refund", "payments.write"),
+]
+# Routes for any signed-in operator: who one is, Home (its sections follow the permissions), one's own time zone.
+SESSION_ROUTES = [
+    ("GET", "/v1/panel/session"),
+    ("GET", "/v1/panel/overview"),
+    ("GET", "/v1/panel/session/time-zone"),
+    ("PUT", "/v1/panel/session/time-zone"),
 ]
 PERMISSION_SETS = [
     [],
     ["system.read"],
     ["system.write"],
     ["subscriptions.read", "subscriptions.write"],
+    ["subscriptions.write"],
+    ["payments.read"],
+    ["payments.read", "payments.write"],
     EVERYTHING,
 ]
+
+
+def paths(template, op=1, customer="c", subscription="s", order=1, payment=1):
+    return template.format(op=op, customer=customer, subscription=subscription, order=order, payment=payment)
+
+
+def paid_at_a_provider(order_id):
+    from models.payments import PaymentIntent
+
+    order = Order.get_by_id(order_id)
+    return PaymentIntent.create(
+        order=order_id,
+        provider="yookassa",
+        provider_payment_id=f"pay-{order_id}",
+        amount_minor=order.amount_minor,
+        currency=order.currency,
+        status="succeeded",
+        idempotence_key=f"idem-{order_id}",
+    ).id
 
 
 @pytest.mark.parametrize("permissions", PERMISSION_SETS, ids=lambda p: "+".join(p) or "none")
 def test_permission_matrix(web, permissions):
     headers = {**session_of(web, permissions=permissions), **REASON}
     customer_id, subscription_id = provisioned()
-    for method, template, needed in ROUTES:
+    order_id = Entitlement.get(Entitlement.subscription == subscription_id).order_id
+    payment_id = paid_at_a_provider(order_id)
+    for index, (method, template, needed) in enumerate(ROUTES):
         op_id = operation_in("failed")
-        body = {"active": True} if "maintenance" in template else {"operation": "enable", "requestId": needed}
-        path = template.format(op=op_id, customer=customer_id, subscription=subscription_id)
+        body = {"active": True} if "maintenance" in template else {"operation": "enable", "requestId": f"r{index}"}
+        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id)
         answer = requests.request(method, web + path, headers=headers, json=body, timeout=10)
         if needed in permissions:
-            assert answer.status_code in (200, 202), (method, template, permissions)
+            assert answer.status_code in (200, 202), (method, template, permissions, answer.text)
         else:
             assert_problem(answer, 403, "forbidden")
             assert FulfillmentOperation.get_by_id(op_id).status == "failed"
+    for method, template in SESSION_ROUTES:
+        answer = requests.request(method, web + template, headers=headers, json={"timeZone": "UTC"}, timeout=10)
+        assert answer.status_code == 200, (method, template, permissions)
     if "system.write" not in permissions:
         assert AuditEvent.select().where(AuditEvent.action.startswith("panel.fulfillment.")).count() == 0
         assert AuditEvent.select().where(AuditEvent.action.startswith("maintenance.")).count() == 0
     if "subscriptions.write" not in permissions:
         assert AuditEvent.select().where(AuditEvent.action.startswith("panel.subscription")).count() == 0
+        assert Entitlement.get(Entitlement.subscription == subscription_id).paused_at is None
+    if "payments.write" not in permissions:
+        assert AuditEvent.select().where(AuditEvent.action == "panel.order.refunded").count() == 0
+        assert Order.get_by_id(order_id).status != "refunded"
 
 
 def test_every_panel_route_needs_a_session(web):
     op_id = operation_in("failed")
-    for method, template, _ in ROUTES + [("GET", "/v1/panel/session", None)]:
+    routes = ROUTES + [(method, template, None) for method, template in SESSION_ROUTES]
+    for method, template, _ in routes:
         for headers in ({}, {"Cookie": "omniflow_session=forged-token"}):
             answer = requests.request(
                 method,
-                web + template.format(op=op_id, customer="c", subscription="s"),
+                web + paths(template, op=op_id),
                 headers={**headers, **REASON},
+                json={"timeZone": "UTC", "requestId": "x"},
                 timeout=10,
             )
             assert_problem(answer, 401, "unauthorized")

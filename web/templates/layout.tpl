@@ -31,19 +31,34 @@
   .filters { display: flex; gap: 10px; margin-bottom: 12px; align-items: center; }
   .notice { padding: 8px 12px; border-radius: 6px; background: #fef3f2; color: var(--bad); margin-bottom: 12px; }
   .empty { padding: 24px; text-align: center; color: var(--muted); background: #fff; border: 1px solid var(--line); }
+  .explain { color: var(--muted); font-size: 12.5px; max-width: 420px; }
+  .panel-box { margin-bottom: 16px; padding: 10px 12px; background: #fff; border: 1px solid var(--line); border-radius: 6px; }
+  .figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: 12px; margin-bottom: 16px; }
+  .figures .panel-box { margin: 0; }
+  .figure { font-size: 22px; font-weight: 600; }
+  h2 { font-size: 16px; margin: 24px 0 8px; }
+  .phase-active, .phase-expiring { color: var(--ok); font-weight: 600; }
+  .phase-failed, .phase-expired { color: var(--bad); font-weight: 600; }
+  .phase-provisioning, .phase-grace, .phase-paused { color: #b54708; font-weight: 600; }
 </style>
 </head>
 <body>
 % if defined('operator') and operator:
 <header>
   <strong>Omniflow</strong>
+  <nav aria-label="Shop">
+    <span class="section">Shop</span>
+    % for href, label in (("/panel", "Home"), ("/panel/customers", "Customers")):
+    <a href="{{href}}" class="{{'here' if here == href else ''}}">{{label}}</a>
+    % end
+  </nav>
   <nav aria-label="System">
     <span class="section">System</span>
     % for href, label in (("/panel/system/operations", "Operations"), ("/panel/system/drift", "Drift"), ("/panel/system/outbox", "Outbox"), ("/panel/system/queue", "Queue")):
     <a href="{{href}}" class="{{'here' if here == href else ''}}">{{label}}</a>
     % end
   </nav>
-  <span class="who">{{operator.username}} · <a href="#" id="sign-out">sign out</a></span>
+  <span class="who">{{operator.username}} · <a href="/panel/settings" id="time-zone" title="times are shown in this zone">{{operator.time_zone}}</a> · <a href="#" id="sign-out">sign out</a></span>
 </header>
 % end
 <main>
@@ -56,14 +71,31 @@
     await fetch("/v1/panel/session", { method: "DELETE" });
     location.href = "/panel/login";
   });
-  // Retry / Cancel: the same API the panel exposes, with the operator's reason.
+  // An amount typed in major units ("1.50") as integer minor units of a currency with
+  // `places` decimals, exactly, or null: no float ever holds money.
+  function toMinor(text, places) {
+    const match = /^([0-9]{1,15})(?:[.,]([0-9]+))?$/.exec(text);
+    if (!match) return null;
+    const fraction = (match[2] || "").replace(/0+$/, "");
+    if (fraction.length > places) return null;
+    const minor = Number(match[1]) * 10 ** places + Number(fraction.padEnd(places, "0") || "0");
+    return Number.isSafeInteger(minor) ? minor : null;
+  }
+  // Retry / Cancel, Refund, Pause / Resume: the same API the panel exposes, with the operator's reason.
   document.querySelectorAll("form.operator-change").forEach((form) => form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const reason = form.querySelector("input[name=reason]").value.trim();
     const button = event.submitter || form.querySelector("button");
     const headers = { "X-Operator-Reason": reason };
-    if (button.dataset.body) headers["Content-Type"] = "application/json";
-    const answer = await fetch(button.dataset.action, { method: "POST", headers, body: button.dataset.body || undefined });
+    let body = button.dataset.body;
+    const amount = form.querySelector("input[name=amount]");
+    if (amount && amount.value.trim()) {
+      const minor = toMinor(amount.value.trim(), Number(form.dataset.places));
+      if (minor === null) { form.querySelector(".error").textContent = "not an amount in this currency"; return; }
+      body = JSON.stringify({ amountMinor: minor });
+    }
+    if (body) headers["Content-Type"] = "application/json";
+    const answer = await fetch(button.dataset.action, { method: "POST", headers, body: body || undefined });
     if (answer.ok) { location.reload(); return; }
     const problem = await answer.json().catch(() => ({ detail: answer.statusText }));
     form.querySelector(".error").textContent = problem.detail || "refused";

@@ -22,7 +22,7 @@
     });
     if (answer.ok) {
       const session = await fetch("/v1/panel/session");
-      if (session.ok) { location.href = "/panel/system/operations"; return; }
+      if (session.ok) { location.href = "/panel"; return; }
       box.textContent = COOKIE_DROPPED;
     } else if (answer.status === 401) {
       box.textContent = "Unknown username or wrong password.";

@@ -32,8 +32,8 @@
     <td>{{op.entitlement_id}}</td>
     <td class="status-{{op.status}}">{{op.status}}</td>
     <td>{{op.attempt_count}}</td>
-    <td class="code">{{op.last_error_code or ''}}</td>
-    <td class="code muted">{{op.correlation_id}}</td>
+    <td>{{!explained(op.last_error_code)}}</td>
+    <td class="code muted">{{!linked(op.correlation_id)}}</td>
     <td>
       % if can_write and op.status != "succeeded":
       <form class="inline operator-change">

@@ -1,0 +1,172 @@
+"""The shop's back office in a browser (SPEC 13.14): Home, Customers, and the pages
+of a customer, a subscription, an order and a payment, each linked to the
+others and to the fulfillment operations they caused; Settings (the
+operator's time zone).
+
+Server-rendered like the System pages (web/pages.py: the same session,
+permission, 403 and 503), from the same reads as the panel API
+(web/backoffice.py). Refund, Pause and Resume call that API with the
+operator's reason, so its rules, refusals and audit are the API's. Money is
+shown in major units of its currency (amounts entered in a form too) and
+kept in minor units everywhere else.
+"""
+
+import uuid
+
+import bottle
+
+from commerce.customer_search import INVALID_SEARCH
+from commerce.settlement import REFUNDABLE_STATES
+from integrations.payments.amounts import AmountError, exponent, to_decimal_text
+from ops import operators
+from web import backoffice, references
+from web.pages import page, render
+from web.problems import Problem
+
+GIB = 1 << 30
+SECTION_ROWS = backoffice.DEFAULT_PAGE
+
+
+def money(amount_minor, currency):
+    """19900, RUB → "199.00 RUB"; a currency without a known minor unit shows its minor units."""
+    try:
+        text = to_decimal_text(abs(amount_minor), currency)
+    except AmountError:
+        return f"{amount_minor} minor units of {currency}"
+    return f"{'-' if amount_minor < 0 else ''}{text} {currency}"
+
+
+def places(currency):
+    try:
+        return exponent(currency)
+    except AmountError:
+        return 0
+
+
+def traffic(limit_bytes):
+    if not limit_bytes:
+        return "unlimited"
+    if limit_bytes % GIB == 0:
+        return f"{limit_bytes // GIB} GiB"
+    return f"{limit_bytes} bytes"
+
+
+def devices(limit):
+    return "unlimited" if not limit else str(limit)
+
+
+def show(name, operator, **values):
+    return render(
+        name,
+        operator=operator,
+        money=money,
+        traffic=traffic,
+        devices=devices,
+        customer_page=references.customer_page,
+        subscription_page=references.subscription_page,
+        order_page=references.order_page,
+        payment_page=references.payment_page,
+        operation_page=references.operation_page,
+        subscription_action=references.subscription_action,
+        **values,
+    )
+
+
+def _can(operator, permission):
+    return permission in operator.permission_set
+
+
+def build():
+    app = bottle.Bottle()
+
+    @app.get("/panel")
+    @app.get("/panel/")
+    @page()
+    def home(operator):
+        return show("home", operator, figures=backoffice.overview(operator))
+
+    @app.get("/panel/settings")
+    @page()
+    def settings(operator):
+        return show("settings", operator, zones=operators.time_zones(), current=operator.time_zone)
+
+    @app.get("/panel/customers")
+    @page(operators.SUBSCRIPTIONS_READ)
+    def customers(operator):
+        query = bottle.request.query
+        text = (query.get("q") or "").strip()
+        error = None
+        try:
+            rows, next_cursor = backoffice.customers_page(text, query.get("cursor"), backoffice.DEFAULT_PAGE)
+        except Problem as refused:
+            if refused.code != INVALID_SEARCH:
+                raise
+            bottle.response.status = 400
+            rows, next_cursor, error = [], None, refused.detail
+        return show("customers", operator, text=text, rows=rows, next_cursor=next_cursor, error=error)
+
+    @app.get("/panel/customers/<customer_id>")
+    @page(operators.SUBSCRIPTIONS_READ)
+    def customer(operator, customer_id):
+        found = backoffice.customer_or_404(customer_id)
+        subscriptions, plans = backoffice.subscriptions_of(found)
+        sections = None
+        if _can(operator, operators.PAYMENTS_READ):
+            query = bottle.request.query
+            orders, orders_next = backoffice.orders_page(found, query.get("ordersCursor"), SECTION_ROWS)
+            payments, payments_next = backoffice.payments_page(found, query.get("paymentsCursor"), SECTION_ROWS)
+            wallet, wallet_next = backoffice.wallet_page(found, query.get("walletCursor"), SECTION_ROWS)
+            sections = {
+                "orders": orders,
+                "orders_next": orders_next,
+                "order_operations": backoffice.order_operations([o.id for o in orders]),
+                "payments": payments,
+                "payments_next": payments_next,
+                "balances": backoffice.wallet_balances(found),
+                "wallet": wallet,
+                "wallet_next": wallet_next,
+            }
+        return show("customer", operator, customer=found, subscriptions=subscriptions, plans=plans, sections=sections)
+
+    @app.get("/panel/subscriptions/<subscription_id>")
+    @page(operators.SUBSCRIPTIONS_READ)
+    def subscription(operator, subscription_id):
+        found = backoffice.subscription_or_404(subscription_id)
+        standing, plans, entitlements, operations = backoffice.subscription_detail(found)
+        return show(
+            "subscription",
+            operator,
+            subscription=found,
+            standing=standing,
+            plans=plans,
+            entitlements=entitlements,
+            operations=operations,
+            grace_end=backoffice.grace_end,
+            can_change=_can(operator, operators.SUBSCRIPTIONS_WRITE) and found.remote_user_id is not None,
+            request_id=str(uuid.uuid4()),  # one per page view: a double submit queues one change
+        )
+
+    @app.get("/panel/orders/<order_id>")
+    @page(operators.PAYMENTS_READ)
+    def order(operator, order_id):
+        found = backoffice.order_or_404(order_id)
+        intents, transactions, operations = backoffice.order_detail(found)
+        return show(
+            "order",
+            operator,
+            order=found,
+            intents=intents,
+            transactions=transactions,
+            operations=operations,
+            left=found.amount_minor - found.refunded_amount_minor,
+            places=places(found.currency),
+            can_refund=_can(operator, operators.PAYMENTS_WRITE) and found.status in REFUNDABLE_STATES,
+        )
+
+    @app.get("/panel/payments/<payment_id>")
+    @page(operators.PAYMENTS_READ)
+    def payment(operator, payment_id):
+        intent = backoffice.payment_or_404(payment_id)
+        return show("payment", operator, intent=intent, deliveries=backoffice.deliveries_of(intent))
+
+    return app

@@ -1,0 +1,118 @@
+% rebase("layout", title="Customer " + customer.display_name, operator=operator, here="/panel/customers")
+<h1>{{customer.display_name or "Customer"}} <span class="muted">· {{customer.id}}</span></h1>
+<p class="muted" id="identity">
+  Telegram id {{customer.telegram_id or "–"}}
+  · {{"@" + customer.telegram_username if customer.telegram_username else "no username"}}
+  · language {{customer.language_code or "–"}}
+  · since {{iso(customer.created_at)}}
+  % if customer.blocked:
+  · <strong style="color:var(--bad)">blocked</strong> {{customer.blocked_reason or ""}}
+  % end
+</p>
+
+<h2>Subscriptions</h2>
+% if not subscriptions:
+<div class="empty">No subscriptions.</div>
+% else:
+<table id="subscriptions">
+  <tr><th>slot</th><th>panel username</th><th>phase</th><th>plan</th><th>ends</th><th>traffic</th><th>devices</th><th>auto-renew</th></tr>
+  % for subscription, standing in subscriptions:
+  % current = standing.entitlement
+  <tr data-subscription="{{subscription.id}}">
+    <td><a href="{{subscription_page(subscription.id)}}">{{subscription.slot}}</a></td>
+    <td class="code">{{subscription.remote_username or "–"}}</td>
+    <td class="phase-{{standing.phase}}">{{standing.phase}}</td>
+    <td>{{plans[current.plan_id].name if current and current.plan_id in plans else "–"}}</td>
+    <td class="muted">{{iso(current.ends_at) if current else ""}}</td>
+    <td>{{traffic(current.traffic_allowance_bytes) if current else ""}}</td>
+    <td>{{devices(current.device_limit) if current else ""}}</td>
+    <td>{{"on" if subscription.auto_renew else "off"}}</td>
+  </tr>
+  % end
+</table>
+% end
+
+% if sections is None:
+<p class="muted">Orders, payments and the wallet need the payments.read permission.</p>
+% else:
+<h2>Orders</h2>
+% if not sections["orders"]:
+<div class="empty">No orders.</div>
+% else:
+<table id="orders">
+  <tr><th>order</th><th>kind</th><th>status</th><th>amount</th><th>refunded</th><th>paid by</th><th>created</th><th>operations</th></tr>
+  % for order in sections["orders"]:
+  <tr data-order="{{order.id}}">
+    <td><a href="{{order_page(order.id)}}">{{order.id}}</a></td>
+    <td>{{order.operation}}</td>
+    <td class="status-{{order.status}}">{{order.status}}</td>
+    <td>{{money(order.amount_minor, order.currency)}}</td>
+    <td>{{money(order.refunded_amount_minor, order.currency) if order.refunded_amount_minor else ""}}</td>
+    <td>{{order.provider or order.settled_by or ""}}</td>
+    <td class="muted">{{iso(order.created_at)}}</td>
+    <td>
+      % for operation_id in sections["order_operations"][order.id]:
+      <a class="operation-link" href="{{operation_page(operation_id)}}">operation {{operation_id}}</a>
+      % end
+    </td>
+  </tr>
+  % end
+</table>
+% if sections["orders_next"]:
+<p><a href="?ordersCursor={{sections["orders_next"]}}">Older orders →</a></p>
+% end
+% end
+
+<h2>Payments</h2>
+% if not sections["payments"]:
+<div class="empty">No payments at a provider.</div>
+% else:
+<table id="payments">
+  <tr><th>payment</th><th>order</th><th>provider</th><th>status</th><th>amount</th><th>created</th></tr>
+  % for intent in sections["payments"]:
+  <tr data-payment="{{intent.id}}">
+    <td><a href="{{payment_page(intent.id)}}">{{intent.id}}</a></td>
+    <td><a href="{{order_page(intent.order_id)}}">{{intent.order_id}}</a></td>
+    <td>{{intent.provider}}</td>
+    <td class="status-{{intent.status}}">{{intent.status}}</td>
+    <td>{{money(intent.amount_minor, intent.currency)}}</td>
+    <td class="muted">{{iso(intent.created_at)}}</td>
+  </tr>
+  % end
+</table>
+% if sections["payments_next"]:
+<p><a href="?paymentsCursor={{sections["payments_next"]}}">Older payments →</a></p>
+% end
+% end
+
+<h2>Wallet</h2>
+<p id="balances">
+  % if not sections["balances"]:
+  <span class="muted">No wallet yet.</span>
+  % end
+  % for currency, amount in sorted(sections["balances"].items()):
+  <span class="figure" data-currency="{{currency}}">{{money(amount, currency)}}</span>
+  % end
+</p>
+% if sections["wallet"]:
+<table id="wallet">
+  <tr><th>when</th><th>movement</th><th>amount</th><th>order</th><th>expires</th></tr>
+  % for item in sections["wallet"]:
+  <tr>
+    <td class="muted">{{iso(item.created_at)}}</td>
+    <td>{{item.kind}}</td>
+    <td>{{money(item.amount_minor, item.currency)}}</td>
+    <td>
+      % if item.order_id:
+      <a href="{{order_page(item.order_id)}}">{{item.order_id}}</a>
+      % end
+    </td>
+    <td class="muted">{{iso(item.expires_at)}}</td>
+  </tr>
+  % end
+</table>
+% if sections["wallet_next"]:
+<p><a href="?walletCursor={{sections["wallet_next"]}}">Older movements →</a></p>
+% end
+% end
+% end

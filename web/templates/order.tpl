@@ -1,0 +1,66 @@
+% rebase("layout", title="Order " + str(order.id), operator=operator, here="/panel/customers")
+<h1>Order {{order.id}} <span class="muted">· {{order.operation}} · <span class="status-{{order.status}}" id="order-status">{{order.status}}</span></span></h1>
+<p class="muted">
+  customer <a href="{{customer_page(order.customer_id)}}">{{order.customer_id}}</a>
+  % if order.subscription_id:
+  · subscription <a href="{{subscription_page(order.subscription_id)}}">{{order.subscription_id}}</a>
+  % end
+  · {{money(order.amount_minor, order.currency)}}
+  % if order.refunded_amount_minor:
+  · refunded <span id="refunded">{{money(order.refunded_amount_minor, order.currency)}}</span>
+  % end
+  · {{order.provider or "no provider"}} · settled by {{order.settled_by or "–"}}
+</p>
+<p class="muted">created {{iso(order.created_at)}} · paid {{iso(order.paid_at) or "–"}} · fulfilled {{iso(order.fulfilled_at) or "–"}} · refunded {{iso(order.refunded_at) or "–"}}</p>
+% if can_refund:
+<form class="inline operator-change panel-box" id="refund" data-places="{{places}}">
+  <input name="amount" placeholder="all: {{money(left, order.currency)}}" size="18" aria-label="amount to refund, in {{order.currency}}">
+  <input name="reason" placeholder="reason" required size="30" aria-label="reason for the refund">
+  <button type="submit" class="danger" data-action="/v1/panel/orders/{{order.id}}/refund" data-body='{}'>Refund</button>
+  <span class="error" style="color:var(--bad)"></span>
+  <span class="muted">Leave the amount empty to refund all that is left; in full, the access is revoked.</span>
+</form>
+% end
+
+<h2>Payments</h2>
+% if not intents:
+<div class="empty">No payment at a provider (paid from the wallet, a code or a gift, or not paid).</div>
+% else:
+<table id="payments">
+  <tr><th>payment</th><th>provider</th><th>provider's id</th><th>status</th><th>amount</th><th>created</th></tr>
+  % for intent in intents:
+  <tr>
+    <td><a href="{{payment_page(intent.id)}}">{{intent.id}}</a></td>
+    <td>{{intent.provider}}</td>
+    <td class="code">{{intent.provider_payment_id or "–"}}</td>
+    <td class="status-{{intent.status}}">{{intent.status}}</td>
+    <td>{{money(intent.amount_minor, intent.currency)}}</td>
+    <td class="muted">{{iso(intent.created_at)}}</td>
+  </tr>
+  % end
+</table>
+% end
+
+<h2>Ledger</h2>
+% if not transactions:
+<div class="empty">No money moved for this order in the ledger.</div>
+% else:
+<table id="ledger">
+  <tr><th>transaction</th><th>kind</th><th>entries</th><th>when</th></tr>
+  % for transaction, entries in transactions:
+  <tr>
+    <td>{{transaction.id}}{{" (reverses " + str(transaction.reverses_id) + ")" if transaction.reverses_id else ""}}</td>
+    <td>{{transaction.kind}}</td>
+    <td>
+      % for entry in entries:
+      <span class="code">{{entry.account.name}}</span> {{money(entry.amount_minor, entry.currency)}}<br>
+      % end
+    </td>
+    <td class="muted">{{iso(transaction.created_at)}}</td>
+  </tr>
+  % end
+</table>
+% end
+
+<h2>Fulfillment operations</h2>
+% include("operation_rows", operations=operations)
