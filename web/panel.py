@@ -332,7 +332,7 @@ def build(secure_cookies=True):
     @app.post("/v1/panel/system/outbox/destinations")
     @signed_in(operators.SYSTEM_WRITE)
     def add_destination(operator):
-        reason = _reason()
+        reason = operator_reason()
         body = json_body()
         try:
             destination = outbox.add_destination(
@@ -350,7 +350,7 @@ def build(secure_cookies=True):
     @signed_in(operators.SYSTEM_WRITE)
     def remove_destination(operator, destination_id):
         destination_id = id_param(destination_id, problems.INVALID_DESTINATION_ID, "a destination id")
-        reason = _reason()
+        reason = operator_reason()
         try:
             destination = outbox.remove_destination(destination_id, f"operator:{operator.username}", reason)
         except outbox.DestinationNotFound as missing:
