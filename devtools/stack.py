@@ -35,7 +35,9 @@ def seed(password=DEV_PASSWORD):
     settlements = []
     for index in range(PAID_ORDERS + 1):
         customer = Customer.create(display_name=f"dev customer {index + 1}")
-        order = Order.create(customer=customer, plan=plan, operation="purchase", amount_minor=plan.price_minor)
+        order = Order.create(
+            customer=customer, plan=plan, operation="purchase", amount_minor=plan.price_minor, provider="yookassa"
+        )
         settlements.append(settle_order(order.id, "provider_webhook"))
     FulfillmentOperation.update(desired_state="{not json").where(
         FulfillmentOperation.id == settlements[-1].operation_id
