@@ -47,3 +47,6 @@ def serving(environ=None, threads=4):
 def web(database):
     with serving() as base:
         yield base
+
+
+from tests.support.shop import shop, shop_fakes  # noqa: E402, F401  (fixtures: the web app with the fake providers)
