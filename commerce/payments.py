@@ -38,7 +38,7 @@ from integrations.payments import (
 from models.base import db, utcnow
 from models.commerce import Order
 from models.payments import PaymentIntent
-from models.transactions import locked
+from models.transactions import defer, locked
 from ops.records import queue_notice
 
 SETTLED = "settled"
@@ -69,15 +69,18 @@ class Applied:
 
 
 def apply_payment(payment, settled_by):
-    """Apply one ProviderPayment to its order; a savepoint of the caller's transaction."""
-    with db.atomic():
-        known = _intent_of(payment)
-        order_id = known.order_id if known is not None else payment.order_id
-        order = None if order_id is None else locked(Order.select().where(Order.id == order_id)).first()
+    """Apply one ProviderPayment to its order, in the caller's transaction (or one of its own)."""
+    with db.transaction():
+        order = _locked_order(payment.order_id)
+        intent = _intent_of(payment)
+        if intent is not None and (order is None or intent.order_id != order.id):
+            # The shop's own record of the payment names the order: lock that one, then read it again.
+            order = _locked_order(intent.order_id)
+            intent = _intent_of(payment)
         if order is None:
             _notice(NOTICE_PAYMENT_UNKNOWN_ORDER, payment, None)
             return Applied(UNKNOWN_ORDER)
-        intent = _intent_of(payment) or _adopted_intent(order, payment)
+        intent = intent or _adopted_intent(order, payment)
         if payment.status == STATUS_PENDING:
             if intent.status == "created":
                 _set_status(intent, "pending")
@@ -124,6 +127,10 @@ def poll_intent(intent, providers=None):
     return apply_payment(payment, "provider_poll")
 
 
+def _locked_order(order_id):
+    return None if order_id is None else locked(Order.select().where(Order.id == order_id)).first()
+
+
 def _intent_of(payment):
     return PaymentIntent.get_or_none(
         PaymentIntent.provider == payment.provider, PaymentIntent.provider_payment_id == payment.payment_id
@@ -164,7 +171,7 @@ def _adopted_intent(order, payment):
 
 
 def _set_status(intent, status):
-    PaymentIntent.update(status=status, updated_at=utcnow()).where(PaymentIntent.id == intent.id).execute()
+    defer(PaymentIntent.update(status=status, updated_at=utcnow()).where(PaymentIntent.id == intent.id))
 
 
 def _follow(order, intent, status):

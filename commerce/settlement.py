@@ -48,7 +48,7 @@ from models.base import db, utcnow
 from models.catalogue import TrialActivation
 from models.commerce import PAYMENT_PROVIDERS, RESETS_TRAFFIC, Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentOperation
-from models.transactions import locked
+from models.transactions import defer, locked
 from ops.records import emit_event, queue_notice
 
 SETTLED_STATES = ("paid", "fulfilled", "partially_refunded", "refunded")
@@ -111,14 +111,16 @@ def settle_order(order_id, settled_by, provider=None):
         else:
             settlement, subscription = _open_period(order, now)
         fulfilled = order.operation == "topup"
-        Order.update(
-            status="fulfilled" if fulfilled else "paid",
-            paid_at=now,
-            fulfilled_at=now if fulfilled else None,
-            settled_by=settled_by,
-            subscription=subscription,
-            expires_at=None,
-        ).where(Order.id == order.id).execute()
+        defer(
+            Order.update(
+                status="fulfilled" if fulfilled else "paid",
+                paid_at=now,
+                fulfilled_at=now if fulfilled else None,
+                settled_by=settled_by,
+                subscription=subscription,
+                expires_at=None,
+            ).where(Order.id == order.id)
+        )
         queue_notice(
             NOTICE_ORDER_PAID, f"order:{order.id}", {"orderId": order.id, "entitlementId": settlement.entitlement_id}
         )
@@ -150,8 +152,11 @@ def _book(order, settled_by, provider):
 
 def _open_period(order, now):
     """A plan's new period: the entitlement, its create and `order.paid`."""
-    subscription = order.subscription or _new_subscription(order)
-    current = _current_period(subscription)
+    if order.subscription_id is None:
+        subscription, current = _new_subscription(order), None
+    else:
+        subscription = order.subscription
+        current = _current_period(subscription)
     starts_at = _period_start(order, current, now)
     plan = order.plan
     if order.operation == "trial":

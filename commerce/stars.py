@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from commerce.payments import apply_payment
 from integrations.payments import STATUS_SUCCEEDED, ProviderPayment
-from models.base import utcnow
+from models.base import db, utcnow
 from models.commerce import Order
 from ops import maintenance
 
@@ -91,4 +91,5 @@ def settle_stars_payment(order_id, telegram_payment_charge_id, amount, currency=
         currency=currency,
         order_id=order_id,
     )
-    return apply_payment(payment, "stars")  # a savepoint of the caller's transaction
+    with db.atomic():  # a savepoint of the caller's transaction: a failure here leaves it usable
+        return apply_payment(payment, "stars")

@@ -32,6 +32,7 @@ from integrations.payments import (
 )
 from models.base import db, utcnow
 from models.payments import ProviderWebhookEvent
+from models.transactions import defer
 
 RETENTION = datetime.timedelta(days=30)
 
@@ -89,17 +90,17 @@ def receive(adapter, body, headers):
 
 
 def _store(provider, body, event, refused):
+    """One INSERT outside any transaction: committed on its own, before anything else happens."""
     now = utcnow()
-    with db.atomic():
-        return ProviderWebhookEvent.create(
-            provider=provider,
-            provider_event_id=None if event is None else event.event_id,
-            received_at=now,
-            signature_ok=event is not None and event.signed,
-            outcome=refused,
-            retain_until=now + RETENTION,
-            body=bytes(body),
-        )
+    return ProviderWebhookEvent.create(
+        provider=provider,
+        provider_event_id=None if event is None else event.event_id,
+        received_at=now,
+        signature_ok=event is not None and event.signed,
+        outcome=refused,
+        retain_until=now + RETENTION,
+        body=bytes(body),
+    )
 
 
 def _seen(stored, event):
@@ -122,7 +123,7 @@ def _processed(stored, outcome, intent_id, signature_ok):
 
 
 def _mark(stored, **columns):
-    ProviderWebhookEvent.update(**columns).where(ProviderWebhookEvent.id == stored.id).execute()
+    defer(ProviderWebhookEvent.update(**columns).where(ProviderWebhookEvent.id == stored.id))
 
 
 def _signed_payment(event):
