@@ -12,6 +12,7 @@ import sys
 import threading
 
 import pytest
+import requests
 
 from commerce import ledger, payments
 from commerce.payments import poll_intent
@@ -25,6 +26,7 @@ from models.payments import PaymentIntent, ProviderWebhookEvent
 from ops import maintenance
 from tests.support import commerce
 from tests.support.shop import CRYPTOBOT_TOKEN, fulfil, rub_plan, web_process
+from tests.web.test_panel_api import session_of
 
 PROVIDERS = ["yookassa", "cryptobot"]
 
@@ -283,8 +285,6 @@ def test_a_provider_this_shop_has_not_configured_is_a_404_and_nothing_is_written
     from tests.web.conftest import serving
 
     with serving() as web:
-        import requests
-
         answer = requests.post(web + "/v1/webhooks/yookassa", data=b"{}", timeout=10)
     assert (answer.status_code, answer.json()["code"]) == (404, "provider_not_configured")
     assert ProviderWebhookEvent.select().count() == 0
@@ -314,9 +314,10 @@ def test_in_maintenance_checkout_is_refused_and_webhooks_still_settle(money):
 # -- what never leaks ---------------------------------------------------------------------------------------
 
 CARD = "4111111111111111"
+PAGES = ("/panel/system/operations", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue")
 
 
-def test_a_provider_secret_and_a_card_number_in_a_webhook_appear_in_no_answer_log_or_notice(money, caplog):
+def test_a_provider_secret_and_a_card_number_in_a_webhook_appear_in_no_answer_log_page_or_notice(money, caplog):
     import logging
 
     caplog.set_level(logging.DEBUG)
@@ -332,9 +333,13 @@ def test_a_provider_secret_and_a_card_number_in_a_webhook_appear_in_no_answer_lo
         **invoice, "status": "paid", "amount": "1", "comment": CARD, "secret": CRYPTOBOT_TOKEN}}).encode()  # fmt: skip
     answers.append(money.webhook("cryptobot", body, {"crypto-pay-api-signature": sign(CRYPTOBOT_TOKEN, body)}))
     assert [a.status_code for a in answers] == [400, 401, 200]  # malformed, bad signature, a mismatch noticed
-    texts = [a.text for a in answers] + [r.getMessage() for r in caplog.records]
+    cookie = session_of(money.web)
+    pages = [requests.get(money.web + page, headers=cookie, timeout=10) for page in PAGES]
+    assert [page.status_code for page in pages] == [200] * len(PAGES)
+    texts = [a.text for a in answers + pages] + [r.getMessage() for r in caplog.records]
     texts += [n.payload for n in OperatorNotice.select()] + [e.payload for e in OutboxEvent.select()]
     texts += [str(j.errors) for j in Job.select()] + [str(o.last_error_code) for o in FulfillmentOperation.select()]
     for text in texts:
         assert CARD not in text and CRYPTOBOT_TOKEN not in text
     assert Customer.select().count() == 1
+    assert Order.get_by_id(order_id).status == "pending"
