@@ -173,13 +173,15 @@ def _hosted_payment(providers, public_url, order, method):
             # Refused for good: a retry of this checkout starts a new intent (and a new key).
             PaymentIntent.update(status="failed", updated_at=utcnow()).where(PaymentIntent.id == intent.id).execute()
         raise CheckoutRejected(error.code, f"{method} did not take the payment ({error.code})") from None
+    now = utcnow()
     with db.atomic():
         PaymentIntent.update(
-            provider_payment_id=payment.payment_id,
-            status="pending" if intent.status == "created" else intent.status,
-            confirmation_url=payment.confirmation_url,
-            updated_at=utcnow(),
+            provider_payment_id=payment.payment_id, confirmation_url=payment.confirmation_url, updated_at=now
         ).where(PaymentIntent.id == intent.id).execute()
+        # Only from `created`: a webhook for this payment may have been applied already.
+        PaymentIntent.update(status="pending").where(
+            PaymentIntent.id == intent.id, PaymentIntent.status == "created"
+        ).execute()
     return payment.confirmation_url
 
 
