@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from commerce import providers as methods
 from commerce.catalogue import INVALID_CURRENCY, is_currency
 from commerce.orders import OrderRejected, create_order
-from commerce.settlement import SETTLED_STATES, SettlementRejected, settle_order
+from commerce.payments import OPEN_INTENT_STATES
+from commerce.settlement import NO_CURRENT_ENTITLEMENT, SETTLED_STATES, SettlementRejected, settle_order
 from commerce.stars import CURRENCY as STARS_CURRENCY
 from commerce.stars import invoice_payload
 from integrations.payments import ProviderError
@@ -42,11 +43,9 @@ from ops import maintenance
 RETURN_PATH = "/checkout/return"
 INVOICE_TITLE_MAX = 32  # Telegram's sendInvoice limits
 INVOICE_DESCRIPTION_MAX = 255
-OPEN_INTENT_STATES = ("created", "pending")
 
 MAINTENANCE_ACTIVE = "maintenance_active"
 UNKNOWN_PAYMENT_METHOD = "unknown_payment_method"
-NO_CURRENT_ENTITLEMENT = "no_current_entitlement"
 ORDER_NOT_PAYABLE = "order_not_payable"
 WALLET_TOPUP = "wallet_topup"
 

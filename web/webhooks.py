@@ -46,7 +46,6 @@ def _intake(providers, name):
     def route():
         return answered(_receive, providers.get(name), name)
 
-    route.__name__ = f"webhook_{name}"
     return route
 
 
