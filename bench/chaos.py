@@ -65,7 +65,9 @@ def _settle_orders(count):
     )
     for index in range(count):
         customer = Customer.create(display_name=f"chaos-{index}")
-        order = Order.create(customer=customer, plan=plan, operation="purchase", status="pending", amount_minor=500)
+        order = Order.create(
+            customer=customer, plan=plan, operation="purchase", status="pending", amount_minor=500, provider="yookassa"
+        )
         settle_order(order.id, "provider_webhook")
 
 

@@ -34,7 +34,7 @@ from commerce.catalogue import is_currency
 from models.base import db, utcnow
 from models.commerce import PAYMENT_PROVIDERS, Customer
 from models.ledger import TRANSACTION_KINDS, LedgerAccount, LedgerEntry, LedgerTransaction
-from models.transactions import fetch_one, locked
+from models.transactions import defer, fetch_one, locked
 
 WALLET = "customer_wallet"
 REVENUE = "revenue"
@@ -113,7 +113,8 @@ def post(kind, entries, order=None, key=None, reverses=None):
     if wallets:
         lock = LedgerAccount.select(LedgerAccount.id).where(LedgerAccount.id.in_(wallets)).order_by(LedgerAccount.id)
         list(locked(lock))
-    if key is not None:
+    if key is not None and wallets:
+        # Before the wallets are judged: a replay is not refused for what they hold now.
         existing = LedgerTransaction.get_or_none(LedgerTransaction.idempotency_key == key)
         if existing is not None:
             return _same_transaction(existing, kind, order_id)
@@ -124,25 +125,28 @@ def post(kind, entries, order=None, key=None, reverses=None):
         " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
         (kind, order_id, getattr(reverses, "id", reverses), key, now),
     )
-    if row is None:  # a concurrent post with the same key committed first
+    if row is None:  # posted before under this key (or by a concurrent post that committed first)
         return _same_transaction(LedgerTransaction.get(LedgerTransaction.idempotency_key == key), kind, order_id)
-    LedgerEntry.insert_many(
-        [
-            {
-                "transaction": row[0],
-                "account": accounts[(entry.account, entry.currency)].id,
-                "currency": entry.currency,
-                "amount_minor": entry.amount_minor,
-                "expires_at": entry.expires_at,
-                "unspent_minor": entry.amount_minor if entry.expires_at is not None else None,
-            }
-            for entry in entries
-        ]
-    ).execute()
+    rows = [
+        {
+            "transaction": row[0],
+            "account": accounts[(entry.account, entry.currency)].id,
+            "currency": entry.currency,
+            "amount_minor": entry.amount_minor,
+            "expires_at": entry.expires_at,
+            "unspent_minor": entry.amount_minor if entry.expires_at is not None else None,
+        }
+        for entry in entries
+    ]
+    writes = [LedgerEntry.insert_many(rows)]
     for consumed in spending.values():
         for entry_id, unspent in consumed:
-            LedgerEntry.update(unspent_minor=unspent).where(LedgerEntry.id == entry_id).execute()
-    return LedgerTransaction.get_by_id(row[0])
+            writes.append(LedgerEntry.update(unspent_minor=unspent).where(LedgerEntry.id == entry_id))
+    defer(*writes)  # nothing reads their results: on PostgreSQL they ride with the next round trip
+    return LedgerTransaction(
+        id=row[0], kind=kind, order=order_id, reverses=getattr(reverses, "id", reverses), idempotency_key=key,
+        created_at=now,
+    )  # fmt: skip
 
 
 def balance(customer_id, currency):

@@ -212,7 +212,8 @@ def _same_request(existing, fields):
         and existing.currency == fields["currency"]
         and existing.plan_id == _id(fields["plan"])
         and existing.addon_id == _id(fields["addon"])
-        and existing.subscription_id == _id(fields["subscription"])
+        # A purchase that named no subscription is given a new one when it is settled.
+        and (fields["subscription"] is None or existing.subscription_id == _id(fields["subscription"]))
     )
     if not same:
         raise OrderRejected(IDEMPOTENCY_KEY_REUSED, "the idempotency key was already used for another order")

@@ -1,30 +1,75 @@
-"""Settlement (SPEC 2.2, 8.1): the one function every way of paying calls.
+"""Settlement (SPEC 2.2, 8.1, 13.2, 13.3): the one function every way of paying calls.
 
-A provider webhook, a wallet-covered order, a gift and a code all end here.
-One transaction writes order → paid, the entitlement, the fulfillment
-operation (key `order:<id>:fulfill`) and its job, the `order.paid` outbox
-event and the operator notice: all of it commits, or none of it does, so a
-paid order always has a job waiting for it. Settling an order again returns
-the first settlement's result and writes nothing.
+A provider webhook or poll, Telegram Stars, the wallet, a renewal, a gift, a
+code and a trial all end here. One transaction writes the ledger movement,
+order → paid, what the order bought, the outbox event and the operator
+notice: all of it commits, or none of it does, so a paid order always has its
+money booked and, where it buys access, a job waiting for it. Settling an
+order again returns the first settlement's result and writes nothing.
+
+The ledger movement depends on how the order was paid (`settled_by`):
+
+- at a provider (`provider_webhook`, `provider_poll`, `stars`):
+  provider_clearing:<provider> → revenue (`order:<id>:payment`); a top-up
+  provider_clearing:<provider> → customer_wallet:<customer> (`order:<id>:topup`);
+- from the wallet (`wallet`, `renewal`): customer_wallet:<customer> → revenue
+  (`order:<id>:wallet`); a wallet that cannot cover it refuses the settlement
+  (`insufficient_funds`) and nothing is written;
+- `gift`, `code`, `trial`: the order is free and moves no money (what a gift
+  cost was booked when it was bought); a priced order is refused.
+
+What is written besides depends on the order's kind:
+
+- a plan (purchase, renewal, extension, upgrade, downgrade, gift, code,
+  trial): a new entitlement, its `create` (`order:<id>:fulfill`, or
+  `gift:`/`code:`), `order.paid`; a trial also its one-per-customer row;
+- an add-on: a `set_limits` of the subscription's current entitlement
+  (`order:<id>:addon`) with the add-on's extra traffic and devices on top of
+  the limits last asked for, and `addon.purchased`. No entitlement is made:
+  a new one would supersede the plan;
+- a top-up: the wallet credit and `wallet.credited`; nothing to fulfil, so the
+  order is `fulfilled` at once.
+
+A provider's money is real once it arrives: a provider path also settles an
+order that expired or was cancelled while its payer was paying.
 """
 
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from peewee import IntegrityError
+
+from commerce import ledger
 from fulfillment.desired_state import DesiredState
-from fulfillment.enqueue import enqueue_operation
+from fulfillment.enqueue import enqueue_operation, find_operation
 from fulfillment.revocation import revoke_access
 from fulfillment.rules import NOTICE_ORDER_PAID
 from models.base import db, utcnow
-from models.commerce import RESETS_TRAFFIC, Order, Subscription
+from models.catalogue import TrialActivation
+from models.commerce import PAYMENT_PROVIDERS, RESETS_TRAFFIC, Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentOperation
-from models.transactions import locked
+from models.transactions import defer, locked
 from ops.records import emit_event, queue_notice
 
 SETTLED_STATES = ("paid", "fulfilled", "partially_refunded", "refunded")
 SETTLEABLE_STATES = ("draft", "pending")
-SETTLED_BY = ("provider_webhook", "wallet", "gift", "code")
+LATE_STATES = ("expired", "cancelled")  # settled by a provider's payment only
+PROVIDER_PATHS = ("provider_webhook", "provider_poll", "stars")
+WALLET_PATHS = ("wallet", "renewal")
+FREE_PATHS = ("gift", "code", "trial")
+SETTLED_BY = PROVIDER_PATHS + WALLET_PATHS + FREE_PATHS
 KEY_PREFIX = {"gift": "gift", "code": "code"}
+OPEN_OPERATION_STATES = ("pending", "running", "retrying")
+
+INVALID_SETTLEMENT_SOURCE = "invalid_settlement_source"
+ORDER_NOT_FOUND = "order_not_found"
+ORDER_NOT_PAYABLE = "order_not_payable"
+ORDER_NOT_REFUNDABLE = "order_not_refundable"
+INVALID_REFUND_AMOUNT = "invalid_refund_amount"
+PROVIDER_REQUIRED = "provider_required"
+ORDER_NOT_FREE = "order_not_free"
+NO_CURRENT_ENTITLEMENT = "no_current_entitlement"
+TRIAL_ALREADY_USED = "trial_already_used"
 
 
 class SettlementRejected(ValueError):
@@ -36,76 +81,219 @@ class SettlementRejected(ValueError):
 @dataclass(frozen=True)
 class Settlement:
     order_id: int
-    entitlement_id: int
-    operation_id: int
+    entitlement_id: int  # None for a top-up
+    operation_id: int  # None for a top-up
     already_settled: bool
 
 
-def settle_order(order_id, settled_by):
-    """Mark an order paid and create everything its access needs, atomically."""
+def settle_order(order_id, settled_by, provider=None):
+    """Mark an order paid, book its money and create everything it bought, atomically.
+
+    `provider` names the provider a provider path was paid at (default: the
+    order's own). Inside a caller's transaction this is a savepoint of it."""
     if settled_by not in SETTLED_BY:
-        raise SettlementRejected("invalid_settlement_source", f"unknown settlement source {settled_by!r}")
+        raise SettlementRejected(INVALID_SETTLEMENT_SOURCE, f"unknown settlement source {settled_by!r}")
     with db.atomic():
         order = locked(Order.select().where(Order.id == order_id)).first()
         if order is None:
-            raise SettlementRejected("order_not_found", f"order {order_id} does not exist")
+            raise SettlementRejected(ORDER_NOT_FOUND, f"order {order_id} does not exist")
         if order.status in SETTLED_STATES:
             return _first_settlement(order)
-        if order.status not in SETTLEABLE_STATES:
-            raise SettlementRejected("order_not_payable", f"order {order_id} is {order.status}")
+        payable = SETTLEABLE_STATES + (LATE_STATES if settled_by in PROVIDER_PATHS else ())
+        if order.status not in payable:
+            raise SettlementRejected(ORDER_NOT_PAYABLE, f"order {order_id} is {order.status}")
 
         now = utcnow().replace(microsecond=0)
-        subscription = order.subscription or _new_subscription(order)
+        _book(order, settled_by, provider)
+        if order.operation == "topup":
+            settlement, subscription = _credit_wallet(order), None
+        elif order.operation == "addon":
+            settlement, subscription = _apply_addon(order), order.subscription_id
+        else:
+            settlement, subscription = _open_period(order, now)
+        fulfilled = order.operation == "topup"
+        defer(
+            Order.update(
+                status="fulfilled" if fulfilled else "paid",
+                paid_at=now,
+                fulfilled_at=now if fulfilled else None,
+                settled_by=settled_by,
+                subscription=subscription,
+                expires_at=None,
+            ).where(Order.id == order.id)
+        )
+        queue_notice(
+            NOTICE_ORDER_PAID, f"order:{order.id}", {"orderId": order.id, "entitlementId": settlement.entitlement_id}
+        )
+        return settlement
+
+
+def _book(order, settled_by, provider):
+    """The order's ledger movement, in the settlement's transaction."""
+    try:
+        if settled_by in FREE_PATHS:
+            if order.amount_minor != 0:
+                raise SettlementRejected(ORDER_NOT_FREE, f"a {settled_by} settles free orders only")
+            return
+        if order.amount_minor == 0:
+            return  # a free order (a full discount) moves nothing, whoever settles it
+        if settled_by in WALLET_PATHS:
+            ledger.charge_wallet(order)
+            return
+        provider = "stars" if settled_by == "stars" else provider or order.provider
+        if provider not in PAYMENT_PROVIDERS:
+            raise SettlementRejected(PROVIDER_REQUIRED, "a provider payment names its provider")
+        if order.operation == "topup":
+            ledger.credit_topup(order, provider)
+        else:
+            ledger.record_sale(order, provider)
+    except ledger.LedgerRejected as rejected:
+        raise SettlementRejected(rejected.code, str(rejected)) from None
+
+
+def _open_period(order, now):
+    """A plan's new period: the entitlement, its create and `order.paid`."""
+    if order.subscription_id is None:
+        subscription, current = _new_subscription(order), None
+    else:
+        subscription = order.subscription
         current = _current_period(subscription)
-        starts_at = _period_start(order, current, now)
-        plan = order.plan
-        entitlement = Entitlement.create(
-            order=order,
-            subscription=subscription,
-            plan=plan,
-            status="pending",
-            starts_at=starts_at,
-            ends_at=starts_at + datetime.timedelta(days=plan.duration_days),
-            paused_at=_carried_pause(order, current, starts_at),
-            traffic_allowance_bytes=plan.traffic_allowance_bytes,
-            device_limit=plan.device_limit,
-            squad_ids=plan.squad_ids,
-            grace_period_hours=plan.grace_period_hours,
-            created_at=now,
-            updated_at=now,
-        )
-        desired = DesiredState.from_entitlement(entitlement, reset_traffic=order.operation in RESETS_TRAFFIC)
-        prefix = KEY_PREFIX.get(order.operation, "order")
-        enqueued = enqueue_operation(
-            entitlement, "create", desired, f"{prefix}:{order.id}:fulfill", correlation_id=f"order:{order.id}"
-        )
-        Order.update(status="paid", paid_at=now, settled_by=settled_by, subscription=subscription).where(
-            Order.id == order.id
-        ).execute()
-        emit_event(
-            "order.paid",
-            {
-                "orderId": order.id,
-                "customerId": order.customer_id,
-                "entitlementId": entitlement.id,
-                "amountMinor": order.amount_minor,
-                "currency": order.currency,
-            },
-            aggregate=f"customer:{order.customer_id}",
-        )
-        queue_notice(NOTICE_ORDER_PAID, f"order:{order.id}", {"orderId": order.id, "entitlementId": entitlement.id})
-        return Settlement(order.id, entitlement.id, enqueued.operation.id, already_settled=False)
+    starts_at = _period_start(order, current, now)
+    plan = order.plan
+    if order.operation == "trial":
+        try:
+            with db.atomic():
+                TrialActivation.create(customer=order.customer_id, plan=plan, order=order, activated_at=now)
+        except IntegrityError:
+            raise SettlementRejected(TRIAL_ALREADY_USED, "this customer has had a trial") from None
+    entitlement = Entitlement.create(
+        order=order,
+        subscription=subscription,
+        plan=plan,
+        status="pending",
+        starts_at=starts_at,
+        ends_at=starts_at + datetime.timedelta(days=plan.duration_days),
+        paused_at=_carried_pause(order, current, starts_at),
+        traffic_allowance_bytes=plan.traffic_allowance_bytes,
+        device_limit=plan.device_limit,
+        squad_ids=plan.squad_ids,
+        grace_period_hours=plan.grace_period_hours,
+        created_at=now,
+        updated_at=now,
+    )
+    desired = DesiredState.from_entitlement(entitlement, reset_traffic=order.operation in RESETS_TRAFFIC)
+    enqueued = enqueue_operation(
+        entitlement, "create", desired, fulfillment_key(order), correlation_id=f"order:{order.id}"
+    )
+    emit_event(
+        "order.paid",
+        {
+            "orderId": order.id,
+            "customerId": order.customer_id,
+            "entitlementId": entitlement.id,
+            "amountMinor": order.amount_minor,
+            "currency": order.currency,
+        },
+        aggregate=f"customer:{order.customer_id}",
+    )
+    return Settlement(order.id, entitlement.id, enqueued.operation.id, already_settled=False), subscription
+
+
+def _apply_addon(order):
+    """An add-on's `set_limits` of the subscription's current entitlement and `addon.purchased`."""
+    entitlement = _addon_target(order.subscription_id)
+    if entitlement is None:
+        raise SettlementRejected(NO_CURRENT_ENTITLEMENT, "the subscription has no period to add to")
+    addon = order.addon
+    traffic, devices = _limits_asked_for(entitlement)
+    desired = replace(
+        DesiredState.from_entitlement(entitlement),
+        traffic_allowance_bytes=_plus(traffic, addon.extra_traffic_bytes),
+        device_limit=_plus(devices, addon.extra_devices),
+    )
+    enqueued = enqueue_operation(
+        entitlement, "set_limits", desired, fulfillment_key(order), correlation_id=f"order:{order.id}"
+    )
+    emit_event(
+        "addon.purchased",
+        {
+            "orderId": order.id,
+            "customerId": order.customer_id,
+            "subscriptionId": order.subscription_id,
+            "entitlementId": entitlement.id,
+            "addonId": addon.id,
+            "extraTrafficBytes": addon.extra_traffic_bytes,
+            "extraDevices": addon.extra_devices,
+            "amountMinor": order.amount_minor,
+            "currency": order.currency,
+        },
+        aggregate=f"customer:{order.customer_id}",
+    )
+    return Settlement(order.id, entitlement.id, enqueued.operation.id, already_settled=False)
+
+
+def _credit_wallet(order):
+    """A top-up's event; its credit is the ledger movement booked before."""
+    emit_event(
+        "wallet.credited",
+        {
+            "orderId": order.id,
+            "customerId": order.customer_id,
+            "amountMinor": order.amount_minor,
+            "currency": order.currency,
+            "balanceMinor": ledger.balance(order.customer_id, order.currency),
+        },
+        aggregate=f"customer:{order.customer_id}",
+    )
+    return Settlement(order.id, None, None, already_settled=False)
+
+
+def fulfillment_key(order):
+    """The idempotency key of the fulfillment operation an order's settlement queues."""
+    if order.operation == "addon":
+        return f"order:{order.id}:addon"
+    return f"{KEY_PREFIX.get(order.operation, 'order')}:{order.id}:fulfill"
 
 
 def _first_settlement(order):
-    entitlement = Entitlement.get(Entitlement.order == order)
-    operation = (
-        FulfillmentOperation.select()
-        .where(FulfillmentOperation.entitlement == entitlement, FulfillmentOperation.operation == "create")
-        .order_by(FulfillmentOperation.id)
-        .get()
+    operation = None if order.operation == "topup" else find_operation(fulfillment_key(order))
+    if operation is None:
+        return Settlement(order.id, None, None, already_settled=True)
+    return Settlement(order.id, operation.entitlement_id, operation.id, already_settled=True)
+
+
+def _addon_target(subscription_id):
+    """The period an add-on goes onto: the subscription's newest entitlement that is not
+    superseded (one still pending gets it after its create: the worker runs them in turn)."""
+    return locked(
+        Entitlement.select()
+        .where(Entitlement.subscription == subscription_id, Entitlement.status != "superseded")
+        .order_by(Entitlement.id.desc())
+    ).first()
+
+
+def _limits_asked_for(entitlement):
+    """The limits the entitlement will hold once what is queued is applied: those of its
+    newest open `set_limits` (an add-on bought a moment ago), else those it holds."""
+    newest = (
+        FulfillmentOperation.select(FulfillmentOperation.desired_state)
+        .where(
+            FulfillmentOperation.entitlement == entitlement,
+            FulfillmentOperation.operation == "set_limits",
+            FulfillmentOperation.status.in_(OPEN_OPERATION_STATES),
+        )
+        .order_by(FulfillmentOperation.id.desc())
+        .first()
     )
-    return Settlement(order.id, entitlement.id, operation.id, already_settled=True)
+    if newest is None:
+        return entitlement.traffic_allowance_bytes, entitlement.device_limit
+    desired = DesiredState.parse(newest.desired_state)
+    return desired.traffic_allowance_bytes, desired.device_limit
+
+
+def _plus(limit, extra):
+    """An add-on onto a limit; an unlimited one (None) stays unlimited."""
+    return None if limit is None else limit + extra
 
 
 def _new_subscription(order):
@@ -158,16 +346,16 @@ def refund_order(order_id, amount_minor=None):
     with db.atomic():
         order = locked(Order.select().where(Order.id == order_id)).first()
         if order is None:
-            raise SettlementRejected("order_not_found", f"order {order_id} does not exist")
+            raise SettlementRejected(ORDER_NOT_FOUND, f"order {order_id} does not exist")
         if order.status not in REFUNDABLE_STATES:
-            raise SettlementRejected("order_not_refundable", f"order {order_id} is {order.status}")
+            raise SettlementRejected(ORDER_NOT_REFUNDABLE, f"order {order_id} is {order.status}")
         left = order.amount_minor - order.refunded_amount_minor
         amount = left if amount_minor is None else amount_minor
         if amount_minor is not None and (
             isinstance(amount, bool) or not isinstance(amount, int) or not 0 < amount <= left
         ):
             raise SettlementRejected(
-                "invalid_refund_amount", f"a refund of order {order_id} is a whole number from 1 to {left}"
+                INVALID_REFUND_AMOUNT, f"a refund of order {order_id} is a whole number from 1 to {left}"
             )
         full = amount == left
         Order.update(

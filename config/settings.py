@@ -274,6 +274,11 @@ def load_settings(environ=None, dotenv_path=None):
 
     port = _port(environ, "PORT", 8000)
     yookassa_shop_id, yookassa_secret_key = _yookassa_shop(environ)
+    public_url = _base_url(environ, "APP_PUBLIC_URL")
+    cryptobot_token = _secret(environ, "APP_CRYPTOBOT_TOKEN")
+    if (yookassa_shop_id or cryptobot_token) and not public_url:
+        # Providers deliver webhooks to it and send payers back to it.
+        raise ConfigError("APP_PUBLIC_URL", "is required when a payment provider is configured")
 
     return Settings(
         database=parse_database_url((environ.get("DATABASE_URL") or "").strip()),
@@ -294,11 +299,11 @@ def load_settings(environ=None, dotenv_path=None):
         telegram_delivery_rate=_positive_int(environ, "APP_TELEGRAM_DELIVERY_RATE", 25),
         support_attachment_dir=(environ.get("APP_SUPPORT_ATTACHMENT_DIR") or "").strip(),
         worker_metrics_port=_port(environ, "APP_WORKER_METRICS_PORT", 0),
-        public_url=_base_url(environ, "APP_PUBLIC_URL"),
+        public_url=public_url,
         yookassa_shop_id=yookassa_shop_id,
         yookassa_secret_key=yookassa_secret_key,
         yookassa_api_url=_base_url(environ, "APP_YOOKASSA_API_URL", YOOKASSA_API_URL),
-        cryptobot_token=_secret(environ, "APP_CRYPTOBOT_TOKEN"),
+        cryptobot_token=cryptobot_token,
         cryptobot_api_url=_base_url(environ, "APP_CRYPTOBOT_API_URL", CRYPTOBOT_API_URL),
         cookie_secure=_boolean(environ, "APP_COOKIE_SECURE", True),
         trusted_proxy=_proxy_address(environ, "APP_TRUSTED_PROXY"),

@@ -69,7 +69,9 @@ def seed():
     settlements = []
     for index in range(DEMO_ORDERS):
         customer = Customer.create(display_name=f"demo customer {index + 1}")
-        order = Order.create(customer=customer, plan=plan, operation="purchase", amount_minor=plan.price_minor)
+        order = Order.create(
+            customer=customer, plan=plan, operation="purchase", amount_minor=plan.price_minor, provider="yookassa"
+        )
         settlements.append(settle_order(order.id, "provider_webhook"))
     repeated = settle_order(settlements[0].order_id, "provider_webhook")
     broken = settlements[-1]

@@ -14,7 +14,6 @@ failed operation to look at and retry. Seeding twice adds nothing.
 import time
 import uuid
 
-from commerce import ledger
 from commerce.catalogue import set_plan_price
 from commerce.orders import create_order
 from commerce.settlement import settle_order
@@ -60,10 +59,7 @@ def seed(password=DEV_PASSWORD):
         _paid_at_a_provider(create_order(buyer.id, "purchase", currency, plan_id=plan.id, provider=provider))
     buyer = _customer(*WALLET_CUSTOMER, next(telegram_ids))
     _paid_at_a_provider(create_order(buyer.id, "topup", "RUB", amount_minor=TOPUP_MINOR, provider="yookassa"))
-    order = create_order(buyer.id, "purchase", "RUB", plan_id=plan.id)
-    with db.atomic():
-        ledger.charge_wallet(order)
-        settle_order(order.id, "wallet")
+    settle_order(create_order(buyer.id, "purchase", "RUB", plan_id=plan.id).id, "wallet")
     broken = _customer("dev customer with a corrupt operation", None, next(telegram_ids))
     settlement = _paid_at_a_provider(create_order(broken.id, "purchase", "RUB", plan_id=plan.id, provider="yookassa"))
     FulfillmentOperation.update(desired_state="{not json").where(
@@ -77,9 +73,9 @@ def _customer(name, username, telegram_id):
 
 
 def _paid_at_a_provider(order):
-    """What a provider's confirmed payment leaves behind: the intent, the ledger movement
-    (a sale to revenue, a top-up to the wallet) and the settlement, in one transaction.
-    Returns the settlement (None for a top-up, which provisions nothing)."""
+    """What a provider's confirmed payment leaves behind: the intent and the settlement
+    (with its ledger movement: a sale to revenue, a top-up to the wallet), in one
+    transaction. Returns the settlement."""
     with db.atomic():
         PaymentIntent.create(
             order=order,
@@ -90,13 +86,6 @@ def _paid_at_a_provider(order):
             status="succeeded",
             idempotence_key=str(uuid.uuid4()),
         )
-        if order.operation == "topup":
-            ledger.credit_topup(order, order.provider)
-            Order.update(status="paid", paid_at=utcnow(), settled_by="provider_webhook").where(
-                Order.id == order.id
-            ).execute()
-            return None
-        ledger.record_sale(order, order.provider)
         return settle_order(order.id, "provider_webhook")
 
 

@@ -673,15 +673,27 @@ def record(claim, outcome):
                     (now, claim.subscription_id, claim.entitlement_id),
                 )
             )
-        writes.append(
-            (
-                "UPDATE orders SET status = 'fulfilled', fulfilled_at = %s WHERE id = %s AND status = 'paid'",
-                (now, order_id),
-            )
-        )
+        writes.append(_fulfil_order(order_id, now))
+    elif settled_order(claim.correlation_id) is not None:
+        # An add-on's set_limits: its own order, not the entitlement's, is fulfilled by it.
+        writes.append(_fulfil_order(settled_order(claim.correlation_id), now))
     writes.append(_history(op, claim.attempt, "succeeded", None, request_summary, summary))
     execute_all(writes)
     return Done("succeeded")
+
+
+def _fulfil_order(order_id, now):
+    """A paid order moves to fulfilled, never from anything else (a refund stays a refund: SPEC 2.10)."""
+    return (
+        "UPDATE orders SET status = 'fulfilled', fulfilled_at = %s WHERE id = %s AND status = 'paid'",
+        (now, order_id),
+    )
+
+
+def settled_order(correlation_id):
+    """The order a settlement queued this operation for (correlation `order:<id>`), else None."""
+    kind, _, reference = str(correlation_id).partition(":")
+    return int(reference) if kind == "order" and reference.isascii() and reference.isdigit() else None
 
 
 def _observed_entitlement(entitlement_id, status, observed, now, **applied):

@@ -12,7 +12,8 @@ touch the database, never the outside world, so running it again is safe.
 placeholders) on either database. Inside a SERIALIZABLE transaction every
 round trip lengthens the window in which concurrent transactions conflict,
 so `execute_all` sends a group of writes as one round trip on PostgreSQL,
-together with the COMMIT when they are the transaction's last.
+together with the COMMIT when they are the transaction's last; `defer` does
+the same for peewee queries.
 """
 
 import contextlib
@@ -85,6 +86,11 @@ def execute_all(statements):
         return
     for sql, params in statements:
         db.execute_sql(_for_sqlite(sql), params)
+
+
+def defer(*queries):
+    """Peewee write queries whose results nothing reads, sent as execute_all sends its statements."""
+    execute_all([query.sql() for query in queries])
 
 
 def locked(query):

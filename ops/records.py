@@ -3,22 +3,19 @@
 
 import json
 
-from peewee import IntegrityError
-
-from models.base import db, utcnow
-from models.ops import AuditEvent, OperatorNotice, OutboxEvent
+from models.base import utcnow
+from models.ops import AuditEvent, OutboxEvent
+from models.transactions import fetch_one
 
 
 def queue_notice(kind, dedupe_key, payload):
-    """Queue one notice per (kind, dedupe_key); a repeat is a no-op. True if queued now."""
-    if OperatorNotice.select().where(OperatorNotice.kind == kind, OperatorNotice.dedupe_key == dedupe_key).exists():
-        return False
-    try:
-        with db.atomic():
-            OperatorNotice.create(kind=kind, dedupe_key=dedupe_key, payload=json.dumps(payload, sort_keys=True))
-    except IntegrityError:
-        return False  # a concurrent writer queued it first
-    return True
+    """Queue one notice per (kind, dedupe_key); a repeat (or a concurrent writer's) is a no-op. True if queued now."""
+    row = fetch_one(
+        "INSERT INTO operator_notices (kind, dedupe_key, status, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
+        " ON CONFLICT (kind, dedupe_key) DO NOTHING RETURNING id",
+        (kind, dedupe_key, "pending", json.dumps(payload, sort_keys=True), utcnow()),
+    )
+    return row is not None
 
 
 def record_audit(category, action, actor, reason=None, subject_type=None, subject_id=None, details=None):

@@ -2,7 +2,8 @@
 
 import bottle
 
-from web import admin, backoffice, backoffice_pages, health, metrics, openapi, pages, panel, problems
+from commerce import providers
+from web import admin, backoffice, backoffice_pages, checkout, health, metrics, openapi, pages, panel, problems, webhooks
 
 WEB_THREADS = 8
 
@@ -10,8 +11,11 @@ WEB_THREADS = 8
 def create_app(settings):
     app = bottle.Bottle()
     problems.install(app)
+    offered = providers.from_settings(settings)
     app.merge(health.build())
     app.merge(admin.build(settings.operator_token))
+    app.merge(checkout.build(settings.operator_token, offered, settings.public_url))
+    app.merge(webhooks.build(offered))
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
     app.merge(metrics.build(settings.operator_token))

@@ -9,11 +9,15 @@ import json
 
 import bottle
 
+from commerce import webhooks as webhook_intake
+from commerce.orders import ORDERABLE_KINDS
 from commerce.phase import PHASES
+from commerce.providers import PAYMENT_METHODS
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
 from models.payments import INTENT_STATUSES
 from web import admin, backoffice, panel
+from web import checkout as web_checkout
 
 
 def _problem_ref():
@@ -587,6 +591,7 @@ def document():
         }
     }
     paths.update(_back_office_paths())
+    paths.update(_commerce_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
     for path, item in paths.items():
         if path.startswith("/v1/panel/"):
@@ -791,6 +796,126 @@ def _back_office_paths():
             }
         }
     return paths
+
+
+CHECKOUT_REQUEST = _object(
+    {
+        "customerId": STRING,
+        "kind": {"type": "string", "enum": list(ORDERABLE_KINDS)},
+        "provider": {"type": "string", "enum": list(PAYMENT_METHODS)},
+        "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "requestId": {"type": "string", "minLength": 1, "maxLength": web_checkout.REQUEST_ID_MAX},
+        "planId": INTEGER,
+        "addonId": INTEGER,
+        "subscriptionId": STRING,
+        "amountMinor": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "a top-up's amount; prices come from the catalogue",
+        },
+        "offerId": INTEGER,
+    },
+    required=["customerId", "kind", "provider", "currency", "requestId"],
+)
+INVOICE = {
+    **_object({"title": STRING, "description": STRING, "payload": STRING, "currency": STRING, "amount": INTEGER}),
+    "type": ["object", "null"],
+    "description": "sendInvoice's parameters for a Stars order (payload `order:<id>`); null otherwise",
+}
+CHECKOUT = _object(
+    {
+        "orderId": INTEGER,
+        "orderStatus": STRING,
+        "provider": STRING,
+        "amountMinor": INTEGER,
+        "currency": STRING,
+        "confirmationUrl": {**NULLABLE_STRING, "description": "where the payer pays (yookassa, cryptobot)"},
+        "invoice": INVOICE,
+    }
+)
+WEBHOOK_ANSWER = _object({"outcome": {"type": "string", "enum": list(webhook_intake.FINAL_OUTCOMES) + ["pending"]}})
+YOOKASSA_NOTIFICATION = {
+    "type": "object",
+    "properties": {"type": {"const": "notification"}, "event": STRING, "object": {"type": "object"}},
+    "required": ["type", "event", "object"],
+}
+CRYPTOBOT_UPDATE = {
+    "type": "object",
+    "properties": {
+        "update_id": INTEGER,
+        "update_type": {"const": "invoice_paid"},
+        "request_date": STRING,
+        "payload": {"type": "object"},
+    },
+    "required": ["update_id", "update_type", "payload"],
+}
+
+
+def _commerce_paths():
+    webhook_errors = {
+        "400": _error("not this provider's documented notification (`malformed_webhook`); the delivery is kept"),
+        "401": _error(
+            "a bad signature (`bad_signature`), or a notification the provider's API does not confirm"
+            " (`unconfirmed`); the delivery is kept"
+        ),
+        "404": _error("this provider is not configured here (`provider_not_configured`); nothing is kept"),
+        "413": _error("a body over 64 KiB (`body_too_large`); nothing is kept"),
+        "503": _error(
+            "the database is unreachable (`database_unavailable`), or the provider's API did not answer the"
+            " confirming request (`provider_unavailable`): deliver again. Never for maintenance."
+        ),
+    }
+
+    def webhook(summary, schema, parameters=()):
+        return {
+            "post": {
+                "summary": summary,
+                "parameters": list(parameters),
+                "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+                "responses": {
+                    "200": _ok(WEBHOOK_ANSWER, "taken: the provider need not deliver it again"),
+                    **webhook_errors,
+                },
+            }
+        }
+
+    signature = {
+        "name": "crypto-pay-api-signature",
+        "in": "header",
+        "required": True,
+        "schema": STRING,
+        "description": "hex HMAC-SHA256 of the raw body keyed with SHA-256 of the app's API token",
+    }
+    return {
+        "/v1/checkout": {
+            "post": {
+                "summary": "Create an order and what pays it (SPEC 13.4): a provider's confirmation URL, a Stars"
+                " invoice, or a wallet payment made at once",
+                "security": BEARER,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": CHECKOUT_REQUEST}}},
+                "responses": {
+                    "200": _ok(CHECKOUT),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "404": _error("no such customer, plan, add-on or subscription"),
+                    "409": _error("the order or the subscription cannot take it (`order_not_payable`, …)"),
+                    "422": _error(
+                        "not sold this way: a blocked customer, a plan not priced in the currency, a provider"
+                        " not configured, a wallet that cannot cover it (`insufficient_funds`), …"
+                    ),
+                    "502": _error("the provider refused or did not answer (`provider_unavailable`, …)"),
+                    "503": _error("maintenance is on (`maintenance_active`), or the database is unreachable"),
+                },
+            }
+        },
+        "/v1/webhooks/yookassa": webhook(
+            "YooKassa notifications; each is confirmed by fetching the payment from YooKassa's API",
+            YOOKASSA_NOTIFICATION,
+        ),
+        "/v1/webhooks/cryptobot": webhook(
+            "Crypto Pay (CryptoBot) updates, signed", CRYPTOBOT_UPDATE, parameters=[signature]
+        ),
+    }
 
 
 def build():

@@ -12,7 +12,7 @@ from commerce.settlement import refund_order
 from fulfillment import changes
 from models.base import utcnow
 from models.fulfillment import Entitlement, FulfillmentOperation
-from tests.support import shop
+from tests.support import sales
 
 NOW = datetime.datetime(2026, 12, 1, 12, 0, 0)
 DAY = datetime.timedelta(days=1)
@@ -72,20 +72,20 @@ def test_the_phase_follows_the_rules_in_their_order(entitlement, order_status, o
 
 
 def test_standings_read_the_phase_of_each_subscription_from_the_database(database, ledger_invariant):
-    buyer, plan = shop.customer(), shop.plan()
-    _, waiting, _ = shop.paid_order(buyer, plan)
-    _, provisioned, _ = shop.paid_order(buyer, plan)
-    active = shop.provision(provisioned)
-    _, outage, _ = shop.paid_order(buyer, plan)
+    buyer, plan = sales.customer(), sales.plan()
+    _, waiting, _ = sales.paid_order(buyer, plan)
+    _, provisioned, _ = sales.paid_order(buyer, plan)
+    active = sales.provision(provisioned)
+    _, outage, _ = sales.paid_order(buyer, plan)
     FulfillmentOperation.update(status="retrying", last_error_code="remnawave_unavailable", attempt_count=4).where(
         FulfillmentOperation.id == outage.operation_id
     ).execute()
-    _, broken, _ = shop.paid_order(buyer, plan)
+    _, broken, _ = sales.paid_order(buyer, plan)
     FulfillmentOperation.update(status="failed", last_error_code="invalid_desired_state", completed_at=utcnow()).where(
         FulfillmentOperation.id == broken.operation_id
     ).execute()
-    _, refunded, _ = shop.paid_order(buyer, plan)
-    refunded_subscription = shop.provision(refunded)
+    _, refunded, _ = sales.paid_order(buyer, plan)
+    refunded_subscription = sales.provision(refunded)
     refund_order(refunded.order_id)
 
     def subscription_of(settlement):

@@ -135,6 +135,8 @@ def test_payment_provider_settings_are_read_and_their_secrets_reach_the_redactor
         ({"APP_YOOKASSA_SHOP_ID": "shop-one", "APP_YOOKASSA_SECRET_KEY": "s"}, "APP_YOOKASSA_SHOP_ID"),
         ({"APP_YOOKASSA_SHOP_ID": "506751"}, "APP_YOOKASSA_SECRET_KEY"),
         ({"APP_YOOKASSA_SECRET_KEY": "test_secret-without-a-shop"}, "APP_YOOKASSA_SHOP_ID"),
+        ({"APP_YOOKASSA_SHOP_ID": "506751", "APP_YOOKASSA_SECRET_KEY": "test_secret-without-a-shop"}, "APP_PUBLIC_URL"),
+        ({"APP_CRYPTOBOT_TOKEN": "9009:AAtoken-without-a-public-url"}, "APP_PUBLIC_URL"),
     ],
 )
 def test_a_bad_payment_provider_setting_names_its_variable_and_never_echoes_a_secret(environ, variable):

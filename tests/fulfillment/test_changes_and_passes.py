@@ -51,7 +51,7 @@ def test_create_reconcile_and_unknown_operations_are_unsupported(provisioned, op
 
 
 def test_a_never_provisioned_slot_is_refused(panel):
-    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "wallet")
+    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "provider_webhook")
     with pytest.raises(changes.ChangeRejected) as rejected:
         change(subscription_of(settlement), "disable")
     assert (rejected.value.code, rejected.value.http_status) == ("not_provisioned", 409)
@@ -270,9 +270,7 @@ def test_reconcile_keeps_a_paused_entitlement_paused(provisioned, panel):
     assert Entitlement.get_by_id(provisioned.entitlement_id).status == "paused"
 
 
-def test_a_resume_changes_nothing_until_its_enable_is_applied_and_a_cancelled_one_leaves_the_pause(
-    provisioned, panel
-):
+def test_a_resume_changes_nothing_until_its_enable_is_applied_and_a_cancelled_one_leaves_the_pause(provisioned, panel):
     subscription = subscription_of(provisioned)
     run_operation(changes.pause(subscription.customer_id, subscription.id, "p1", "ops", "travel").id)
     paused = Entitlement.get_by_id(provisioned.entitlement_id)
@@ -298,7 +296,9 @@ def test_a_renewal_of_a_paused_subscription_stays_paused_until_a_resume_gives_th
     paused_at = first.paused_at - datetime.timedelta(days=3)
     Entitlement.update(paused_at=paused_at).where(Entitlement.id == first.id).execute()
 
-    renewal = settle_order(commerce.order(subscription.customer, first.plan, "renewal", subscription).id, "wallet")
+    renewal = settle_order(
+        commerce.order(subscription.customer, first.plan, "renewal", subscription).id, "provider_webhook"
+    )
     run_operation(renewal.operation_id)
     renewed = Entitlement.get_by_id(renewal.entitlement_id)
     assert (renewed.status, renewed.paused_at) == ("paused", paused_at)
@@ -319,7 +319,7 @@ def test_a_renewal_of_a_paused_subscription_stays_paused_until_a_resume_gives_th
 
 def test_reconcile_pass_selects_due_entitlements_only_and_converges_within_a_bucket(panel):
     customer, plan = commerce.customer(), commerce.limited_plan()
-    settled = [settle_order(commerce.order(customer, plan).id, "wallet") for _ in range(4)]
+    settled = [settle_order(commerce.order(customer, plan).id, "provider_webhook") for _ in range(4)]
     for settlement in settled[:3]:
         run_operation(settlement.operation_id)
     fresh, old, ancient, pending = (Entitlement.get_by_id(s.entitlement_id) for s in settled)
@@ -366,7 +366,7 @@ def age(operation_id, minutes, next_attempt_minutes):
 def test_revive_gives_a_job_to_operations_that_lost_theirs_and_nothing_to_backing_off_ones(panel):
     customer, plan = commerce.customer(), commerce.limited_plan()
     orphan, backing_off, recent, discarded = (
-        settle_order(commerce.order(customer, plan).id, "wallet") for _ in range(4)
+        settle_order(commerce.order(customer, plan).id, "provider_webhook") for _ in range(4)
     )
     Job.delete().where(Job.id == job_of(orphan.operation_id).id).execute()  # settled without a job
     Job.update(state="retryable").where(Job.id == job_of(backing_off.operation_id).id).execute()
@@ -385,7 +385,7 @@ def test_revive_gives_a_job_to_operations_that_lost_theirs_and_nothing_to_backin
 
 
 def test_revive_reopens_a_completed_job_that_still_holds_an_open_operations_key(panel):
-    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "wallet")
+    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "provider_webhook")
     job = job_of(settlement.operation_id)
     Job.update(state="completed", finalized_at=utcnow()).where(Job.id == job.id).execute()  # key kept
     age(settlement.operation_id, minutes=30, next_attempt_minutes=15)
@@ -396,7 +396,7 @@ def test_revive_reopens_a_completed_job_that_still_holds_an_open_operations_key(
 
 
 def test_revive_takes_over_an_expired_claim(panel):
-    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "wallet")
+    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "provider_webhook")
     FulfillmentOperation.update(status="running", attempt_count=1).where(
         FulfillmentOperation.id == settlement.operation_id
     ).execute()

@@ -48,8 +48,8 @@ def test_settlement_rolled_back_leaves_neither_payment_nor_job(database):
     order = commerce.order(commerce.customer(), commerce.limited_plan())
     with pytest.raises(RuntimeError):
         with db.atomic():
-            settle_order(order.id, "wallet")
-            raise RuntimeError("the wallet debit failed after settlement")
+            settle_order(order.id, "provider_webhook")
+            raise RuntimeError("the caller failed after settlement")
     assert Order.get_by_id(order.id).status == "pending"
     assert counts() == {"entitlements": 0, "operations": 0, "jobs": 0, "outbox": 0, "notices": 0}
 
@@ -63,10 +63,10 @@ def test_settling_an_order_twice_returns_the_first_settlement(database):
     assert counts()["operations"] == 1 and counts()["jobs"] == 1
 
 
-def test_cancelled_or_unknown_orders_cannot_be_settled(database):
-    order = commerce.order(commerce.customer(), commerce.unlimited_plan(), status="cancelled")
+def test_cancelled_orders_cannot_be_charged_and_unknown_orders_not_settled(database):
+    order = commerce.order(commerce.customer(), commerce.unlimited_plan(), status="cancelled", amount=0)
     with pytest.raises(SettlementRejected):
-        settle_order(order.id, "provider_webhook")
+        settle_order(order.id, "wallet")
     with pytest.raises(SettlementRejected):
         settle_order(999999, "provider_webhook")
     assert counts()["entitlements"] == 0
@@ -74,8 +74,8 @@ def test_cancelled_or_unknown_orders_cannot_be_settled(database):
 
 def test_gift_and_code_settlements_use_their_own_keys(database):
     customer, plan = commerce.customer(), commerce.unlimited_plan()
-    gift = settle_order(commerce.order(customer, plan, operation="gift").id, "gift")
-    code = settle_order(commerce.order(customer, plan, operation="code").id, "code")
+    gift = settle_order(commerce.order(customer, plan, operation="gift", amount=0).id, "gift")
+    code = settle_order(commerce.order(customer, plan, operation="code", amount=0).id, "code")
     assert FulfillmentOperation.get_by_id(gift.operation_id).idempotency_key.startswith("gift:")
     assert FulfillmentOperation.get_by_id(code.operation_id).idempotency_key.startswith("code:")
 
@@ -91,7 +91,7 @@ def test_renewal_continues_the_period_and_asks_for_a_traffic_reset(database):
     customer, plan = commerce.customer(), commerce.limited_plan()
     first = settle_order(commerce.order(customer, plan).id, "provider_webhook")
     subscription = Entitlement.get_by_id(first.entitlement_id).subscription
-    renewal = settle_order(commerce.order(customer, plan, "renewal", subscription).id, "wallet")
+    renewal = settle_order(commerce.order(customer, plan, "renewal", subscription).id, "provider_webhook")
     old, new = Entitlement.get_by_id(first.entitlement_id), Entitlement.get_by_id(renewal.entitlement_id)
     assert new.starts_at == old.ends_at
     assert DesiredState.parse(FulfillmentOperation.get_by_id(renewal.operation_id).desired_state).reset_traffic

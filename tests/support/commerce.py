@@ -36,14 +36,18 @@ def customer(name="Alice"):
     return Customer.create(display_name=name)
 
 
-def order(customer_, plan_, operation="purchase", subscription=None, status="pending"):
+def order(
+    customer_, plan_, operation="purchase", subscription=None, status="pending", amount=None, provider="yookassa"
+):
+    """An order of `plan_` at its first price (or `amount`), paid through `provider` when it is settled."""
     return Order.create(
         customer=customer_,
         plan=plan_,
         subscription=subscription,
         operation=operation,
         status=status,
-        amount_minor=plan_.price_minor,
+        amount_minor=plan_.price_minor if amount is None else amount,
+        provider=provider,
     )
 
 

@@ -1,82 +1,198 @@
-"""A small shop for back-office tests: customers with a Telegram identity, orders
-paid at a provider (with their ledger movement and payment intent), a provisioned
-subscription, a wallet topped up."""
+"""A shop for tests: the fake YooKassa, Crypto Pay and Remnawave panel as real HTTP servers on
+127.0.0.1, the web app configured with them on waitress, the providers this process polls with,
+and the fulfillment worker run in this process against the fake panel.
 
-import itertools
-import uuid
+The `shop` fixture (tests/commerce/conftest.py, tests/web/conftest.py) yields a Shop; every
+fake's faults, payments and users are reset per test, and each fake delivers its webhooks to
+the test's web server.
+"""
 
-from commerce import ledger
-from commerce.catalogue import set_plan_price
-from commerce.orders import create_order
-from commerce.settlement import settle_order
-from models.base import db, utcnow
-from models.commerce import Customer, Order, Subscription
-from models.fulfillment import Entitlement, FulfillmentOperation
-from models.payments import PaymentIntent
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from commerce import providers
+from commerce.catalogue import set_addon_price
+from fakes.cryptobot import FakeCryptoBot
+from fakes.remnawave import FakeRemnawave
+from fakes.yookassa import FakeYooKassa
+from integrations.payments.cryptobot import CryptoBotProvider
+from integrations.payments.yookassa import YooKassaProvider
+from integrations.remnawave import RemnawaveClient
+from jobs.fulfillment import use_panel
+from models.catalogue import Addon
 from tests.support import commerce
+from tests.support.direct import run_all
 
-_telegram_ids = itertools.count(700000001)
-
-
-def customer(name="Alice Shopper", username="alice_shop"):
-    return Customer.create(display_name=name, telegram_id=next(_telegram_ids), telegram_username=username)
-
-
-def plan(code="monthly", prices=None):
-    """A limited plan (100 GiB, 3 devices, two squads, a day's grace) on sale per currency."""
-    created = commerce.limited_plan(code)
-    for currency, amount in (prices or {"RUB": 29900, "USD": 399, "XTR": 250}).items():
-        set_plan_price(created, currency, amount)
-    return created
+YOOKASSA_SHOP_ID = "731904"
+YOOKASSA_SECRET = "test_shopSecretKey-9Vd2kQ7rX4mP0sLw"
+CRYPTOBOT_TOKEN = "31337:AAshopCryptoPayToken7Hq2Lr9Zx4Wm1Np"
+PANEL_TOKEN = "shop-panel-token-3c8e1f5a9b"
+PUBLIC_URL = "https://shop.example.test"
+OPERATOR_TOKEN = "operator-token-0123456789abcdef"  # the one tests/web/conftest.py serves with
+# The adapters' deadline in this process's polls, and the fakes' hold of a timeout fault.
+CLIENT_TIMEOUT_S = 2.0
 
 
-def paid_order(buyer, plan_, currency="RUB", provider="yookassa", kind="purchase", subscription=None):
-    """An order paid at `provider`: its intent, the sale in the ledger and the settlement, in one transaction.
-    Returns (order, settlement, intent)."""
-    order = create_order(
-        buyer.id,
-        kind,
-        currency,
-        plan_id=plan_.id,
-        provider=provider,
-        subscription_id=getattr(subscription, "id", subscription),
-    )
-    with db.atomic():
-        intent = PaymentIntent.create(
-            order=order,
-            provider=provider,
-            provider_payment_id=f"{provider}-{order.id}",
-            amount_minor=order.amount_minor,
-            currency=currency,
-            status="succeeded",
-            idempotence_key=str(uuid.uuid4()),
+@dataclass
+class Shop:
+    web: str
+    yookassa: FakeYooKassa
+    cryptobot: FakeCryptoBot
+    panel: FakeRemnawave
+    providers: dict
+
+    def fake(self, provider):
+        return self.yookassa if provider == "yookassa" else self.cryptobot
+
+    def checkout(self, **body):
+        import requests
+
+        return requests.post(
+            self.web + "/v1/checkout", json=body, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}, timeout=30
         )
-        ledger.record_sale(order, provider)
-        settlement = settle_order(order.id, "provider_webhook")
-    return Order.get_by_id(order.id), settlement, intent
+
+    def webhook(self, provider, body, headers=None, web=None):
+        import requests
+
+        return requests.post(
+            f"{web or self.web}/v1/webhooks/{provider}",
+            data=body,
+            headers={"Content-Type": "application/json", **(headers or {})},
+            timeout=30,
+        )
 
 
-def provision(settlement, username=None):
-    """What the worker's success writes, in short: the create succeeded, the entitlement is
-    active, the subscription knows its panel user. Returns the subscription."""
-    entitlement = Entitlement.get_by_id(settlement.entitlement_id)
-    FulfillmentOperation.update(status="succeeded", completed_at=utcnow(), attempt_count=1).where(
-        FulfillmentOperation.id == settlement.operation_id
-    ).execute()
-    Entitlement.update(status="active").where(Entitlement.id == entitlement.id).execute()
-    Subscription.update(
-        remote_user_id=str(settlement.order_id), remote_username=username or f"omniflow_{settlement.order_id:016x}"
-    ).where(Subscription.id == entitlement.subscription_id).execute()
-    Order.update(status="fulfilled", fulfilled_at=utcnow()).where(Order.id == settlement.order_id).execute()
-    return Subscription.get_by_id(entitlement.subscription_id)
+def environ(yookassa, cryptobot):
+    """What the web process is configured with: both providers, at the fakes."""
+    return {
+        "APP_OPERATOR_TOKEN": OPERATOR_TOKEN,
+        "APP_PUBLIC_URL": PUBLIC_URL,
+        "APP_YOOKASSA_SHOP_ID": YOOKASSA_SHOP_ID,
+        "APP_YOOKASSA_SECRET_KEY": YOOKASSA_SECRET,
+        "APP_YOOKASSA_API_URL": yookassa.api_url,
+        "APP_CRYPTOBOT_TOKEN": CRYPTOBOT_TOKEN,
+        "APP_CRYPTOBOT_API_URL": cryptobot.base_url,
+    }
 
 
-def topped_up(buyer, amount, currency="RUB", provider="yookassa"):
-    """A top-up paid at `provider`: the money in the customer's wallet. Returns the order."""
-    order = create_order(buyer.id, "topup", currency, amount_minor=amount, provider=provider)
-    with db.atomic():
-        ledger.credit_topup(order, provider)
-        Order.update(status="paid", paid_at=utcnow(), settled_by="provider_webhook").where(
-            Order.id == order.id
-        ).execute()
-    return Order.get_by_id(order.id)
+def adapters(yookassa, cryptobot):
+    return {
+        "yookassa": YooKassaProvider(
+            YOOKASSA_SHOP_ID, YOOKASSA_SECRET, api_url=yookassa.api_url, timeout=CLIENT_TIMEOUT_S
+        ),
+        "cryptobot": CryptoBotProvider(CRYPTOBOT_TOKEN, api_url=cryptobot.base_url, timeout=CLIENT_TIMEOUT_S),
+    }
+
+
+@pytest.fixture(scope="session")
+def shop_fakes():
+    fakes = (
+        FakeYooKassa(shop_id=YOOKASSA_SHOP_ID, secret_key=YOOKASSA_SECRET, seed=7),
+        FakeCryptoBot(token=CRYPTOBOT_TOKEN, seed=11),
+        FakeRemnawave(token=PANEL_TOKEN),
+    )
+    for fake in fakes:
+        fake.start()
+    yield fakes
+    for fake in fakes:
+        fake.stop()
+
+
+@contextmanager
+def open_shop(shop_fakes):
+    from tests.web.conftest import serving  # imported here: that conftest imports this module's fixtures
+
+    yookassa, cryptobot, panel = shop_fakes
+    for fake in shop_fakes:
+        fake.reset()
+    for fake in (yookassa, cryptobot):
+        fake.set_faults(hold_seconds=CLIENT_TIMEOUT_S + 0.5)
+    polled = adapters(yookassa, cryptobot)
+    providers.use(polled)
+    use_panel(RemnawaveClient(panel.base_url, PANEL_TOKEN))
+    try:
+        with serving(environ(yookassa, cryptobot)) as web:
+            yookassa.webhook_url = f"{web}/v1/webhooks/yookassa"
+            cryptobot.webhook_url = f"{web}/v1/webhooks/cryptobot"
+            yield Shop(web, yookassa, cryptobot, panel, polled)
+    finally:
+        yookassa.webhook_url = cryptobot.webhook_url = None
+        providers.use(None)
+        use_panel(None)
+
+
+@pytest.fixture
+def shop(database, shop_fakes):
+    with open_shop(shop_fakes) as opened:
+        yield opened
+
+
+@contextmanager
+def web_process(database_url, shop, log_dir=None):
+    """A second web process (`python omniflow.py web`) on the same database and fakes; yields its base URL."""
+    import requests
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = dict(
+        os.environ,
+        **environ(shop.yookassa, shop.cryptobot),
+        DATABASE_URL=database_url,
+        PORT=str(port),
+        LOG_LEVEL="WARNING",
+    )
+    env.pop("APP_REMNAWAVE_URL", None)
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "omniflow.py", "web"], cwd=root, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(base + "/readyz", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise AssertionError("the second web process did not start")
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+# -- what the tests buy -------------------------------------------------------------------------
+
+
+def rub_plan(code="monthly", price=19900, traffic=100 * commerce.GIB, devices=3):
+    """A plan on sale for `price` kopecks, 250 XTR and 5.00 USD."""
+    plan = commerce.priced_plan(code, prices={"RUB": price, "XTR": 250, "USD": 500})
+    plan.traffic_allowance_bytes, plan.device_limit = traffic, devices
+    plan.squad_ids = json.dumps([commerce.SQUAD_A])
+    plan.save()
+    return plan
+
+
+def addon(code="more-devices", devices=2, traffic=0, price=9900):
+    extra = Addon.create(
+        code=code, name=code.replace("-", " ").title(), extra_devices=devices, extra_traffic_bytes=traffic
+    )
+    set_addon_price(extra, "RUB", price)
+    set_addon_price(extra, "XTR", 100)
+    return extra
+
+
+def fulfil():
+    """Run every due job in this process (the fulfillment worker against the fake panel)."""
+    return run_all()

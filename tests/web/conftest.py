@@ -7,7 +7,7 @@ import pytest
 import waitress
 
 from config.settings import load_settings
-from tests.support import shop
+from tests.support import sales
 from web.app import create_app, server_options
 
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"
@@ -54,12 +54,12 @@ def web(database, data_key):
 def shop_world(database):
     """A customer with a provisioned subscription bought in RUB at YooKassa, a second order
     still provisioning, and a wallet topped up."""
-    buyer = shop.customer("Alice Shopper", "Alice_Shop")
-    plan = shop.plan()
-    order, settlement, intent = shop.paid_order(buyer, plan)
-    subscription = shop.provision(settlement, username="omniflow_a1b2c3d4e5f60718")
-    waiting, waiting_settlement, _ = shop.paid_order(buyer, plan, currency="USD", provider="cryptobot")
-    topup = shop.topped_up(buyer, 50000)
+    buyer = sales.customer("Alice Shopper", "Alice_Shop")
+    plan = sales.plan()
+    order, settlement, intent = sales.paid_order(buyer, plan)
+    subscription = sales.provision(settlement, username="omniflow_a1b2c3d4e5f60718")
+    waiting, waiting_settlement, _ = sales.paid_order(buyer, plan, currency="USD", provider="cryptobot")
+    topup = sales.topped_up(buyer, 50000)
     return {
         "customer": buyer,
         "plan": plan,
@@ -71,3 +71,6 @@ def shop_world(database):
         "waiting_settlement": waiting_settlement,
         "topup": topup,
     }
+
+
+from tests.support.shop import shop, shop_fakes  # noqa: E402, F401  (fixtures: the web app with the fake providers)

@@ -20,7 +20,7 @@ from models.ledger import LedgerTransaction
 from models.operators import Operator
 from models.ops import AuditEvent, OutboxEvent
 from models.payments import ProviderWebhookEvent
-from tests.support import shop
+from tests.support import sales
 from tests.web import test_panel_api as api
 from tests.web.test_admin_api import assert_problem
 from tests.web.test_openapi import check
@@ -47,7 +47,7 @@ def described(answer, template, method="get"):
 def test_a_customer_is_found_by_id_telegram_id_telegram_username_and_panel_username(web, shop_world):
     headers = api.session_of(web)
     buyer = shop_world["customer"]
-    shop.customer("Bob", "bob_other")
+    sales.customer("Bob", "bob_other")
     for text in (buyer.id, str(buyer.telegram_id), "@alice_shop", "ALICE_SHOP", "omniflow_a1b2c3d4e5f60718"):
         answer = described(get(web, "/v1/panel/customers", headers, q=text), "/v1/panel/customers")
         assert answer.status_code == 200, text
@@ -64,7 +64,7 @@ def test_search_input_that_can_name_no_customer_is_a_400_invalid_search(web, sho
 
 def test_without_a_search_customers_page_newest_first_through_every_one_once(web, database):
     headers = api.session_of(web)
-    made = [shop.customer(f"c{n}", f"user_{n}") for n in range(5)]
+    made = [sales.customer(f"c{n}", f"user_{n}") for n in range(5)]
     same_moment = utcnow()
     Customer.update(created_at=same_moment).where(Customer.id.in_([c.id for c in made[1:3]])).execute()
     seen, cursor = [], None
@@ -232,21 +232,21 @@ def test_home_revenue_is_net_per_currency_from_the_ledger_for_today_and_this_mon
     assert requests.put(
         web + "/v1/panel/session/time-zone", headers=headers, json={"timeZone": "Asia/Tokyo"}, timeout=10
     ).ok
-    buyer, plan = shop.customer(), shop.plan()
+    buyer, plan = sales.customer(), sales.plan()
     local_midnight = datetime.datetime.now(TOKYO).replace(hour=0, minute=0, second=0, microsecond=0)
     midnight = local_midnight.astimezone(datetime.timezone.utc).replace(tzinfo=None)
     month_began = local_midnight.replace(day=1).astimezone(datetime.timezone.utc).replace(tzinfo=None)
     minute = datetime.timedelta(minutes=1)
-    rub_today, _, _ = shop.paid_order(buyer, plan, "RUB")
-    usd_today, _, _ = shop.paid_order(buyer, plan, "USD", provider="cryptobot")
-    before_midnight, _, _ = shop.paid_order(buyer, plan, "RUB")  # 9 hours before UTC's midnight: yesterday in Tokyo
-    last_month, _, _ = shop.paid_order(buyer, plan, "RUB")
+    rub_today, _, _ = sales.paid_order(buyer, plan, "RUB")
+    usd_today, _, _ = sales.paid_order(buyer, plan, "USD", provider="cryptobot")
+    before_midnight, _, _ = sales.paid_order(buyer, plan, "RUB")  # 9 hours before UTC's midnight: yesterday in Tokyo
+    last_month, _, _ = sales.paid_order(buyer, plan, "RUB")
     for order, moment in ((rub_today, midnight + minute), (before_midnight, midnight - minute)):
         posted_at(LedgerTransaction.get(LedgerTransaction.order == order.id), moment)
     posted_at(LedgerTransaction.get(LedgerTransaction.order == last_month.id), month_began - minute)
     with db.atomic():
         refund = ledger.reverse(LedgerTransaction.get(LedgerTransaction.order == usd_today.id), 99)
-    shop.topped_up(buyer, 100000)  # money the shop owes the customer: no revenue until it is spent
+    sales.topped_up(buyer, 100000)  # money the shop owes the customer: no revenue until it is spent
 
     body = described(get(web, "/v1/panel/overview", headers), "/v1/panel/overview").json()
     assert body["timeZone"] == "Asia/Tokyo"
@@ -265,7 +265,7 @@ def test_home_revenue_is_net_per_currency_from_the_ledger_for_today_and_this_mon
 
 def test_home_counts_new_customers_active_subscriptions_failing_operations_and_queue_health(web, shop_world):
     headers = api.session_of(web)
-    old = shop.customer("Old", "old_one")
+    old = sales.customer("Old", "old_one")
     Customer.update(created_at=utcnow() - datetime.timedelta(days=40)).where(Customer.id == old.id).execute()
     api.operation_in("failed")
     api.operation_in("retrying")
@@ -422,7 +422,7 @@ def test_pause_and_resume_need_a_reason_a_request_id_and_a_provisioned_subscript
     url = f"{web}/v1/panel/customers/{shop_world['customer'].id}/subscriptions/{shop_world['subscription'].id}/pause"
     assert_problem(requests.post(url, headers={**cookie, **REASON}, json={}, timeout=10), 400, "request_id_required")
     assert_problem(pause_or_resume(web, {**cookie, **REASON}, shop_world, "resume"), 409, "not_paused")
-    other = shop.customer("Mallory", "mallory")
+    other = sales.customer("Mallory", "mallory")
     url = f"{web}/v1/panel/customers/{other.id}/subscriptions/{shop_world['subscription'].id}/pause"
     answer = requests.post(url, headers={**cookie, **REASON}, json={"requestId": "x"}, timeout=10)
     assert_problem(answer, 404, "subscription_not_found")

@@ -126,12 +126,12 @@ def test_with_app_cookie_secure_false_sign_in_works_over_plain_http_from_another
 
 def test_an_operator_finds_a_customer_follows_an_order_to_its_operation_and_refunds_part_of_it(web, browser):
     from models.commerce import Order
-    from tests.support import shop
+    from tests.support import sales
 
     api.operator("alice", api.EVERYTHING)
-    buyer = shop.customer("Alice Shopper", "alice_shop")
-    order, settlement, _ = shop.paid_order(buyer, shop.plan())
-    shop.provision(settlement)
+    buyer = sales.customer("Alice Shopper", "alice_shop")
+    order, settlement, _ = sales.paid_order(buyer, sales.plan())
+    sales.provision(settlement)
     page = browser.new_page()
     sign_in(page, web)
     page.wait_for_url("**/panel")

@@ -98,6 +98,10 @@ def test_answers_match_the_description(web):
         ("post", "/v1/panel/system/jobs/{operationID}/retry", f"/v1/panel/system/jobs/{failed}/retry", reason, {}),
         ("post", "/v1/panel/system/jobs/{operationID}/retry", f"/v1/panel/system/jobs/{failed}/retry", cookie, {}),
         ("get", "/v1/openapi.json", "/v1/openapi.json", {}, {}),
+        ("post", "/v1/checkout", "/v1/checkout", AUTH, {}),
+        ("post", "/v1/checkout", "/v1/checkout", {}, {}),
+        ("post", "/v1/webhooks/yookassa", "/v1/webhooks/yookassa", {}, {}),
+        ("post", "/v1/webhooks/cryptobot", "/v1/webhooks/cryptobot", {}, {}),
     ]
     statuses = set()
     for method, template, path, headers, params in calls:
@@ -111,3 +115,38 @@ def test_answers_match_the_description(web):
     check(answer, "/v1/admin/maintenance", "post")
     answer = requests.post(web + "/v1/panel/session", json={"username": "alice", "password": "wrong"}, timeout=10)
     check(answer, "/v1/panel/session", "post")
+
+
+def test_checkout_and_webhook_answers_match_the_description(shop):
+    from fakes.cryptobot import sign
+    from tests.support import commerce
+    from tests.support.shop import CRYPTOBOT_TOKEN, rub_plan
+
+    customer, plan = commerce.customer(), rub_plan()
+    body = {"customerId": customer.id, "kind": "purchase", "currency": "RUB", "planId": plan.id}
+    statuses = set()
+    for extra in (
+        {"provider": "yookassa", "requestId": "a"},
+        {"provider": "stars", "currency": "XTR", "requestId": "b"},
+        {"provider": "wallet", "requestId": "c"},
+        {"provider": "yookassa", "requestId": "d", "planId": 999999},
+        {"provider": "yookassa"},
+    ):
+        answer = requests.post(shop.web + "/v1/checkout", headers=AUTH, json={**body, **extra}, timeout=10)
+        check(answer, "/v1/checkout", "post")
+        statuses.add(answer.status_code)
+    check(requests.post(shop.web + "/v1/checkout", json=body, timeout=10), "/v1/checkout", "post")
+    assert statuses == {200, 400, 404, 422}
+    update = b'{"update_id": 1, "update_type": "invoice_paid", "payload": {}}'
+    for signature in (sign(CRYPTOBOT_TOKEN, update), "forged"):
+        answer = requests.post(
+            shop.web + "/v1/webhooks/cryptobot",
+            data=update,
+            headers={"crypto-pay-api-signature": signature},
+            timeout=10,
+        )
+        check(answer, "/v1/webhooks/cryptobot", "post")
+    for payload in (b"{}", b'{"type": "notification", "event": "refund.succeeded", "object": {}}', b"x" * 70000):
+        check(
+            requests.post(shop.web + "/v1/webhooks/yookassa", data=payload, timeout=10), "/v1/webhooks/yookassa", "post"
+        )

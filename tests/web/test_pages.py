@@ -158,12 +158,12 @@ def test_no_shop_page_or_answer_shows_a_link_a_provider_secret_a_card_number_squ
     from models.commerce import Subscription
     from models.fulfillment import Entitlement
     from models.payments import PaymentIntent, ProviderWebhookEvent
-    from tests.support import commerce, shop
+    from tests.support import commerce, sales
 
-    buyer, plan = shop.customer(), shop.plan()
-    order, settlement, intent = shop.paid_order(buyer, plan)
-    subscription = shop.provision(settlement)
-    shop.topped_up(buyer, 1000)
+    buyer, plan = sales.customer(), sales.plan()
+    order, settlement, intent = sales.paid_order(buyer, plan)
+    subscription = sales.provision(settlement)
+    sales.topped_up(buyer, 1000)
     observed = json.dumps({"subscriptionUrl": api.SUBSCRIPTION_URL, "squads": [api.SQUAD_UUID], "status": "ACTIVE"})
     Subscription.update(observed_state=observed).where(Subscription.id == subscription.id).execute()
     Entitlement.update(observed_state=observed).where(Entitlement.id == settlement.entitlement_id).execute()

@@ -1,0 +1,345 @@
+"""SPEC 13.4–13.7, 13.12, 2.2: money comes in through the fake providers over real HTTP.
+
+The web app runs on waitress with both providers configured at their fakes
+(real servers); each fake delivers its webhooks to it; the fulfillment
+worker runs in this process against the fake panel. Every test takes the
+ledger invariant.
+"""
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+import requests
+
+from commerce import ledger, payments
+from commerce.payments import poll_intent
+from fakes.cryptobot import sign
+from models.commerce import Customer, Order
+from models.fulfillment import Entitlement, FulfillmentOperation
+from models.jobs import Job
+from models.ledger import LedgerTransaction
+from models.ops import OperatorNotice, OutboxEvent
+from models.payments import PaymentIntent, ProviderWebhookEvent
+from ops import maintenance
+from tests.support import commerce
+from tests.support.shop import CRYPTOBOT_TOKEN, fulfil, rub_plan, web_process
+from tests.web.test_panel_api import session_of
+
+PROVIDERS = ["yookassa", "cryptobot"]
+
+
+@pytest.fixture
+def money(shop, ledger_invariant):
+    return shop
+
+
+def buy(shop, provider, customer=None, plan=None, request_id="r1"):
+    customer = customer or commerce.customer()
+    plan = plan or rub_plan()
+    answer = shop.checkout(
+        customerId=customer.id, kind="purchase", provider=provider, currency="RUB", planId=plan.id, requestId=request_id
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def intent_of(order_id):
+    return PaymentIntent.get(PaymentIntent.order == order_id)
+
+
+def pay(shop, provider, order_id, **kwargs):
+    """The payer pays at the provider; the fake delivers its webhook (unless a fault loses it)."""
+    return shop.fake(provider).complete(intent_of(order_id).provider_payment_id, **kwargs)
+
+
+def settled_counts():
+    return {
+        "ledger": LedgerTransaction.select().count(),
+        "entitlements": Entitlement.select().count(),
+        "jobs": Job.select().where(Job.kind == "fulfillment").count(),
+        "paid events": OutboxEvent.select().where(OutboxEvent.topic == "order.paid").count(),
+    }
+
+
+def replay(shop, provider, order_id):
+    """The body and headers of the provider's delivery for this order's payment, as sent."""
+    payment_id = intent_of(order_id).provider_payment_id
+    if provider == "yookassa":
+        return shop.yookassa.notification(payment_id), {}
+    return shop.cryptobot.signed_update(payment_id)
+
+
+# -- end to end -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_payment_at_each_provider_becomes_a_user_on_the_panel_and_a_fulfilled_order(money, provider):
+    bought = buy(money, provider)
+    assert bought["orderStatus"] == "pending" and bought["confirmationUrl"].startswith(money.fake(provider).base_url)
+    order_id = bought["orderId"]
+    pay(money, provider, order_id)
+    assert [d["outcome"] for d in money.fake(provider).deliveries()] == ["delivered"]
+    order = Order.get_by_id(order_id)
+    assert (order.status, order.settled_by, order.expires_at) == ("paid", "provider_webhook", None)
+    assert intent_of(order_id).status == "succeeded"
+    event = ProviderWebhookEvent.get()
+    assert (event.outcome, event.signature_ok, event.payment_intent_id) == ("settled", True, intent_of(order_id).id)
+    assert event.processed_at is not None
+    assert ledger.balance(order.customer_id, "RUB") == 0  # clearing → revenue, not the wallet
+    assert settled_counts() == {"ledger": 1, "entitlements": 1, "jobs": 1, "paid events": 1}
+
+    fulfil()
+    order = Order.get_by_id(order_id)
+    assert order.status == "fulfilled"
+    subscription = Entitlement.get(Entitlement.order == order_id).subscription
+    assert money.panel.user(subscription.remote_username)["status"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_with_the_webhook_lost_the_poll_settles_the_order(money, provider):
+    order_id = buy(money, provider)["orderId"]
+    money.fake(provider).set_faults(webhook_lost_rate=1.0)
+    pay(money, provider, order_id)
+    assert [d["outcome"] for d in money.fake(provider).deliveries()] == ["lost"]
+    assert Order.get_by_id(order_id).status == "pending"
+
+    applied = poll_intent(intent_of(order_id))
+    assert applied.outcome == payments.SETTLED
+    assert Order.get_by_id(order_id).settled_by == "provider_poll"
+    assert poll_intent(intent_of(order_id)).outcome == payments.REPLAYED
+    assert settled_counts()["ledger"] == 1 and intent_of(order_id).last_polled_at is not None
+    fulfil()
+    assert Order.get_by_id(order_id).status == "fulfilled"
+
+
+def test_a_checkout_retried_makes_one_payment_at_the_provider(money):
+    customer, plan = commerce.customer(), rub_plan()
+    first = buy(money, "yookassa", customer, plan, request_id="same")
+    again = buy(money, "yookassa", customer, plan, request_id="same")
+    assert again == first
+    assert len(money.yookassa.payments()) == 1 and PaymentIntent.select().count() == 1
+
+
+def test_a_checkout_whose_provider_timed_out_reuses_its_idempotence_key_and_makes_one_payment(money):
+    customer, plan = commerce.customer(), rub_plan()
+    money.yookassa.set_faults(timeout_rate=1.0, hold_seconds=3)
+    body = dict(customerId=customer.id, kind="purchase", provider="yookassa", currency="RUB", planId=plan.id)
+    # The web process's adapter waits 10 s; the fake holds the answer for 3 s and then drops it.
+    timed_out = money.checkout(**body, requestId="slow")
+    assert (timed_out.status_code, timed_out.json()["code"]) == (502, "provider_unavailable")
+    assert intent_of(timed_out_order(customer)).status == "created"
+    money.yookassa.clear_faults()
+    retried = money.checkout(**body, requestId="slow")
+    assert retried.status_code == 200 and retried.json()["confirmationUrl"]
+    assert len(money.yookassa.payments()) == 1  # the fake made it once: the key was the same
+
+
+def timed_out_order(customer):
+    return Order.get(Order.customer == customer.id).id
+
+
+# -- replays, forgeries, mismatches -----------------------------------------------------------------------
+
+STORM_SENDER = """
+import sys, threading, requests
+url, body, headers = sys.argv[1], sys.argv[2].encode(), dict(h.split(":", 1) for h in sys.argv[3:])
+answers = []
+def send():
+    answers.append(requests.post(url, data=body, headers=headers, timeout=60).status_code)
+threads = [threading.Thread(target=send) for _ in range(5)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(" ".join(map(str, answers)))
+"""
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_replay_storm_settles_once_with_one_ledger_movement_and_one_job(money, provider, database_url):
+    order_id = buy(money, provider)["orderId"]
+    money.fake(provider).set_faults(webhook_lost_rate=1.0)
+    pay(money, provider, order_id)
+    body, headers = replay(money, provider, order_id)
+    headers = {"Content-Type": "application/json", **headers}
+    answers = []
+
+    def send(web):
+        answers.append(money.webhook(provider, body, headers, web).status_code)
+
+    with web_process(database_url, money) as other_web:
+        webs = (money.web, other_web)
+        header_args = [f"{name}:{value}" for name, value in headers.items()]
+        senders = [
+            subprocess.Popen(
+                [sys.executable, "-c", STORM_SENDER, f"{web}/v1/webhooks/{provider}", body.decode(), *header_args],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for web in webs
+        ]
+        threads = [threading.Thread(target=send, args=(web,)) for web in webs * 5]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for sender in senders:
+            out, _ = sender.communicate(timeout=120)
+            answers += [int(status) for status in out.split()]
+    assert answers == [200] * 20
+    assert settled_counts() == {"ledger": 1, "entitlements": 1, "jobs": 1, "paid events": 1}
+    outcomes = sorted(e.outcome for e in ProviderWebhookEvent.select())
+    assert outcomes.count("settled") == 1 and len(outcomes) == 20
+    assert set(outcomes) <= {"settled", "replayed"}
+
+
+def test_a_replay_of_a_processed_event_answers_200_and_changes_nothing(money):
+    order_id = buy(money, "cryptobot")["orderId"]
+    pay(money, "cryptobot", order_id)
+    body, headers = replay(money, "cryptobot", order_id)
+    before = settled_counts()
+    answer = money.webhook("cryptobot", body, headers)
+    assert (answer.status_code, answer.json()) == (200, {"outcome": "replayed"})
+    assert settled_counts() == before
+
+
+def test_a_bad_signature_is_a_401_the_delivery_is_kept_and_nothing_is_settled(money):
+    order_id = buy(money, "cryptobot")["orderId"]
+    money.cryptobot.set_faults(webhook_bad_signature_rate=1.0)
+    pay(money, "cryptobot", order_id)
+    assert [d["status"] for d in money.cryptobot.deliveries()] == [401]
+    event = ProviderWebhookEvent.get()
+    assert (event.signature_ok, event.outcome, event.processed_at) == (False, "bad_signature", None)
+    assert bytes(event.body) == replay(money, "cryptobot", order_id)[0]
+    assert Order.get_by_id(order_id).status == "pending"
+    assert settled_counts() == {"ledger": 0, "entitlements": 0, "jobs": 0, "paid events": 0}
+
+
+def test_a_forged_yookassa_notification_settles_nothing_the_api_is_asked(money):
+    order_id = buy(money, "yookassa")["orderId"]
+    money.yookassa.forge_notification(intent_of(order_id).provider_payment_id)  # the API still says pending
+    assert [d["status"] for d in money.yookassa.deliveries()] == [200]
+    assert ProviderWebhookEvent.get().outcome == "pending"
+    assert Order.get_by_id(order_id).status == "pending" and settled_counts()["ledger"] == 0
+    forged = json.dumps({"type": "notification", "event": "payment.succeeded", "object": {
+        "id": "2f1c6d3e-000f-5000-8000-1d2f3a4b5c6d", "status": "succeeded", "paid": True,
+        "amount": {"value": "199.00", "currency": "RUB"}, "created_at": "2026-12-01T10:00:00.000Z",
+        "metadata": {"order_id": str(order_id)}, "test": True, "refundable": True,
+    }})  # fmt: skip
+    answer = money.webhook("yookassa", forged)
+    assert (answer.status_code, answer.json()["code"]) == (401, "unconfirmed")
+    assert ProviderWebhookEvent.select().order_by(ProviderWebhookEvent.id.desc()).first().signature_ok is False
+    assert Order.get_by_id(order_id).status == "pending"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_wrong_amount_settles_nothing_and_raises_one_notice(money, provider):
+    order_id = buy(money, provider)["orderId"]
+    money.fake(provider).set_faults(wrong_amount_rate=1.0, webhook_duplicate_rate=1.0)
+    pay(money, provider, order_id)
+    assert [d["status"] for d in money.fake(provider).deliveries()] == [200, 200]
+    assert Order.get_by_id(order_id).status == "pending"
+    assert settled_counts() == {"ledger": 0, "entitlements": 0, "jobs": 0, "paid events": 0}
+    notices = list(OperatorNotice.select().where(OperatorNotice.kind == payments.NOTICE_PAYMENT_MISMATCH))
+    assert len(notices) == 1
+    assert json.loads(notices[0].payload)["orderId"] == order_id
+    assert intent_of(order_id).status == "failed"
+
+
+def test_a_payment_for_an_unknown_order_answers_200_with_a_notice(money):
+    body = json.dumps(
+        {
+            "update_id": 9001,
+            "update_type": "invoice_paid",
+            "request_date": "2026-12-01T10:00:00.000Z",
+            "payload": {
+                "invoice_id": 777,
+                "status": "paid",
+                "currency_type": "fiat",
+                "fiat": "RUB",
+                "amount": "199",
+                "payload": json.dumps({"order_id": "424242"}),
+                "hash": "IVx",
+                "created_at": "2026-12-01T10:00:00.000Z",
+            },
+        }  # fmt: skip
+    ).encode()
+    answer = money.webhook("cryptobot", body, {"crypto-pay-api-signature": sign(CRYPTOBOT_TOKEN, body)})
+    assert (answer.status_code, answer.json()) == (200, {"outcome": "unknown_order"})
+    assert OperatorNotice.get().kind == payments.NOTICE_PAYMENT_UNKNOWN_ORDER
+    assert settled_counts()["ledger"] == 0
+
+
+def test_an_oversize_body_is_a_413_and_nothing_is_written(money):
+    body = b'{"update_id": 1, "pad": "' + b"x" * (64 * 1024) + b'"}'
+    for provider in PROVIDERS:
+        answer = money.webhook(provider, body)
+        assert (answer.status_code, answer.json()["code"]) == (413, "body_too_large")
+        chunked = money.webhook(provider, iter([body[:1000], body[1000:]]))
+        assert chunked.status_code == 413
+    assert ProviderWebhookEvent.select().count() == 0
+
+
+def test_a_provider_this_shop_has_not_configured_is_a_404_and_nothing_is_written(database):
+    from tests.web.conftest import serving
+
+    with serving() as web:
+        answer = requests.post(web + "/v1/webhooks/yookassa", data=b"{}", timeout=10)
+    assert (answer.status_code, answer.json()["code"]) == (404, "provider_not_configured")
+    assert ProviderWebhookEvent.select().count() == 0
+
+
+# -- maintenance --------------------------------------------------------------------------------------------
+
+
+def test_in_maintenance_checkout_is_refused_and_webhooks_still_settle(money):
+    order_id = buy(money, "cryptobot")["orderId"]
+    maintenance.set_mode(True, "panel upgrade", actor="test")
+    customer = commerce.customer("Bob")
+    refused = money.checkout(
+        customerId=customer.id,
+        kind="purchase",
+        provider="yookassa",
+        currency="RUB",
+        planId=Order.get_by_id(order_id).plan_id,
+        requestId="m",
+    )
+    assert (refused.status_code, refused.json()["code"]) == (503, "maintenance_active")
+    assert Order.select().where(Order.customer == customer.id).count() == 0
+    pay(money, "cryptobot", order_id)
+    assert Order.get_by_id(order_id).status == "paid"
+
+
+# -- what never leaks ---------------------------------------------------------------------------------------
+
+CARD = "4111111111111111"
+PAGES = ("/panel/system/operations", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue")
+
+
+def test_a_provider_secret_and_a_card_number_in_a_webhook_appear_in_no_answer_log_page_or_notice(money, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    order_id = buy(money, "cryptobot")["orderId"]
+    payment_id = intent_of(order_id).provider_payment_id
+    answers = []
+    for provider in PROVIDERS:
+        planted = json.dumps({"type": "notification", "event": "payment.succeeded", "card": CARD,
+                              "secret": CRYPTOBOT_TOKEN, "object": {"id": CARD, "number": CARD}}).encode()  # fmt: skip
+        answers.append(money.webhook(provider, planted, {"crypto-pay-api-signature": CRYPTOBOT_TOKEN}))
+    invoice = money.cryptobot.invoice(payment_id)
+    body = json.dumps({"update_id": 5, "update_type": "invoice_paid", "payload": {
+        **invoice, "status": "paid", "amount": "1", "comment": CARD, "secret": CRYPTOBOT_TOKEN}}).encode()  # fmt: skip
+    answers.append(money.webhook("cryptobot", body, {"crypto-pay-api-signature": sign(CRYPTOBOT_TOKEN, body)}))
+    assert [a.status_code for a in answers] == [400, 401, 200]  # malformed, bad signature, a mismatch noticed
+    cookie = session_of(money.web)
+    pages = [requests.get(money.web + page, headers=cookie, timeout=10) for page in PAGES]
+    assert [page.status_code for page in pages] == [200] * len(PAGES)
+    texts = [a.text for a in answers + pages] + [r.getMessage() for r in caplog.records]
+    texts += [n.payload for n in OperatorNotice.select()] + [e.payload for e in OutboxEvent.select()]
+    texts += [str(j.errors) for j in Job.select()] + [str(o.last_error_code) for o in FulfillmentOperation.select()]
+    for text in texts:
+        assert CARD not in text and CRYPTOBOT_TOKEN not in text
+    assert Customer.select().count() == 1
+    assert Order.get_by_id(order_id).status == "pending"
