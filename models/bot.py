@@ -5,7 +5,7 @@ import datetime
 from peewee import BigAutoField, BigIntegerField, DateTimeField, ForeignKeyField, TextField
 
 from models.base import BaseModel, utcnow
-from models.commerce import Customer
+from models.commerce import Customer, Order
 
 # How long each kind of session lives (SPEC 14.7); retention sweeps rows past expires_at (SPEC 7).
 SESSION_TTL = datetime.timedelta(hours=24)
@@ -46,6 +46,7 @@ class BotCheckoutSession(BaseModel):
     state = TextField(default="{}")
     created_at = DateTimeField(default=utcnow)
     expires_at = DateTimeField()
+    order = ForeignKeyField(Order, null=True, column_name="order_id")  # set once the checkout made its order
 
     class Meta:
         table_name = "bot_checkout_sessions"

@@ -35,6 +35,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from ops.backup_stream import BackupError
 from security.redactor import redact
 
+SCRATCH_PREFIX = "omniflow_verify_"
+
 READ_SIZE = 1 << 20
 PG_LOCK_WAIT = "60s"  # pg_dump gives up instead of queueing behind an exclusive lock for ever
 STDERR_LINES = 5
@@ -158,7 +160,7 @@ class Postgres:
     @contextlib.contextmanager
     def scratch(self):
         """A new empty database on this server, dropped afterwards."""
-        name = f"omniflow_verify_{uuid.uuid4().hex[:12]}"
+        name = f"{SCRATCH_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"  # whose it is, if one is ever left
         admin = self.connect()
         admin.autocommit = True
         try:
@@ -172,11 +174,16 @@ class Postgres:
             yield Postgres(urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, "")))
         finally:
             cursor = admin.cursor()
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                [name],
-            )
-            cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(name)}")
+            if admin.server_version >= 130000:
+                # Ends the sessions still in it (a restore cut short) and waits for them to go.
+                cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)")
+            else:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = %s AND pid <> pg_backend_pid()",
+                    [name],
+                )
+                cursor.execute(f"DROP DATABASE IF EXISTS {_quoted(name)}")
             admin.close()
 
 

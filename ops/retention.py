@@ -40,6 +40,7 @@ logger = logging.getLogger("omniflow.retention")
 BATCH = 5000
 LOCK_TIMEOUT_S = 5
 ATTACHMENTS = "support_attachments"
+BOT_UPDATES_KEPT = datetime.timedelta(days=7)
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,15 @@ class Step:
     table: str
     dated_by: str  # the timestamp column a row's age is read from
     window: str = None  # Settings attribute with the window in days; None: deleted once the stamp has passed
+    keep: datetime.timedelta = None  # a window fixed in code, for a table no setting names
     disposable_if: str = ""  # what else a row must satisfy, SQL
     files_named_by: str = None  # a column naming the file behind the row, removed when no row names it
     key: str = "id"
 
     def cutoff(self, settings, now):
-        if self.window is None:
-            return now
-        return now - datetime.timedelta(days=getattr(settings, self.window))
+        if self.window is not None:
+            return now - datetime.timedelta(days=getattr(settings, self.window))
+        return now - self.keep if self.keep is not None else now
 
     def condition(self, param):
         conditions = [self.disposable_if] if self.disposable_if else []
@@ -75,7 +77,7 @@ class Step:
 
 
 STEPS = (
-    Step("bot_sessions", "expires_at"),
+    Step("bot_sessions", "expires_at", key="chat_id"),
     Step("bot_shop_reviews", "expires_at"),
     Step("bot_checkout_sessions", "expires_at", disposable_if="order_id IS NULL"),
     Step("provider_webhook_events", "retain_until"),
@@ -83,6 +85,9 @@ STEPS = (
     Step("outbox_events", "published_at", "retention_outbox_days", disposable_if="published_at IS NOT NULL"),
     Step("telemetry_events", "received_at", "retention_telemetry_days"),
     Step("entitlement_drifts", "resolved_at", "retention_drift_days", disposable_if="status <> 'open'"),
+    # Not in SPEC 7's list: an applied update's id only matters while Telegram may
+    # deliver that update again, which it does for at most a day.
+    Step("bot_updates", "applied_at", keep=BOT_UPDATES_KEPT, key="update_id"),
 )
 DISPOSABLE_TABLES = frozenset(step.table for step in STEPS)
 

@@ -105,6 +105,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0013_retention",
         "0014_bot",
         "0016_back_office",
+        "0017_checkout_session_orders",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

@@ -18,7 +18,7 @@ from models.fulfillment import EntitlementDrift
 from models.ops import AuditEvent, OutboxEvent
 from models.support import SupportAttachment
 from ops import backups
-from ops.backup_databases import for_url, table_counts, tables_checksum
+from ops.backup_databases import SCRATCH_PREFIX, for_url, table_counts, tables_checksum
 from ops.backup_stream import MAGIC, WORD, BackupDamaged, UnknownBackupKey
 from tests.conftest import TEST_DATA_KEY
 from tests.ops.test_backup_stream import chunk_offsets
@@ -54,7 +54,7 @@ def populated(database):
     """Rows in the commerce, fulfillment, queue and ops tables."""
     for index, name in enumerate((MARKER, "Bob", "Carol")):
         order = commerce.order(commerce.customer(name), commerce.plan(f"plan{index}"))
-        settlement = settle_order(order.id, "wallet")
+        settlement = settle_order(order.id, "provider_webhook")
         EntitlementDrift.create(
             entitlement=settlement.entitlement_id, kind="expiry", status="resolved", expected="{}", observed="{}",
             resolved_at=utcnow(),
@@ -90,10 +90,11 @@ def everything(url):
 
 
 def scratch_databases():
+    """Scratch databases this process made (other test processes verify on the same server)."""
     connection = backends.admin_connection()
     try:
         cursor = connection.cursor()
-        cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE 'omniflow_verify_%'")
+        cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", [f"{SCRATCH_PREFIX}{os.getpid()}_%"])
         return {name for (name,) in cursor.fetchall()}
     finally:
         connection.close()
@@ -176,7 +177,7 @@ def test_restore_refuses_a_non_empty_target_unless_forced(populated, database_ur
     backup = backups.take(settings)
     expected = everything(database_url)
     backups.restore(settings, backup.path, fresh_target)
-    settle_order(commerce.order(commerce.customer("Dave"), commerce.plan("later")).id, "wallet")
+    settle_order(commerce.order(commerce.customer("Dave"), commerce.plan("later")).id, "provider_webhook")
     source_now = everything(database_url)
 
     with pytest.raises(backups.RestoreTargetNotEmpty):

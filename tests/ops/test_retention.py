@@ -30,7 +30,7 @@ DAY = datetime.timedelta(days=1)
 # The disposable ones are SPEC 7's, whether or not their migrations have landed.
 DISPOSABLE = {
     "bot_sessions", "bot_shop_reviews", "bot_checkout_sessions", "provider_webhook_events",
-    "support_attachments", "outbox_events", "telemetry_events", "entitlement_drifts",
+    "support_attachments", "outbox_events", "telemetry_events", "entitlement_drifts", "bot_updates",
 }  # fmt: skip
 KEPT = {
     # financial and entitlement history: catalogue, orders, payments, the ledger, codes
@@ -39,8 +39,8 @@ KEPT = {
     "plan_prices", "addons", "addon_prices", "gift_cards", "access_codes", "access_code_activations",
     "personal_offers", "trial_activations", "payment_intents",
     "ledger_accounts", "ledger_transactions", "ledger_entries",
-    # where the outbox is published (configuration, with sealed secrets)
-    "outbox_destinations",
+    # where the outbox is published (configuration, with sealed secrets); the bot's forum topics
+    "outbox_destinations", "bot_forum_topics",
     # audit, operators (identity), notices, the maintenance switch
     "audit_events", "operator_notices", "operators", "operator_sessions", "operator_login_failures",
     "maintenance_state",
@@ -63,7 +63,7 @@ def settings(**overrides):
 
 def entitlement():
     order = commerce.order(commerce.customer(), commerce.plan())
-    return settle_order(order.id, "wallet").entitlement_id
+    return settle_order(order.id, "provider_webhook").entitlement_id
 
 
 def drift(entitlement_id, status, resolved_at, kind="expiry"):
@@ -295,20 +295,20 @@ def test_a_step_whose_table_is_locked_fails_fast_is_skipped_and_the_later_steps_
 
 
 def test_a_step_whose_table_does_not_exist_yet_is_skipped_with_one_debug_line(database, caplog_info):
-    assert not db.table_exists("bot_sessions")
+    assert not db.table_exists("telemetry_events")
     results = retention.sweep(settings(), now=NOW)
     skipped = [r.table for r in records(caplog_info, "retention step skipped: its table does not exist yet")]
     assert skipped == [step.table for step in retention.STEPS if not db.table_exists(step.table)]
-    assert "bot_sessions" in skipped and all(r.levelno == logging.DEBUG for r in caplog_info.records
+    assert "telemetry_events" in skipped and all(r.levelno == logging.DEBUG for r in caplog_info.records
                                              if r.getMessage().startswith("retention step skipped"))  # fmt: skip
     assert [r.table for r in results] == [step.table for step in retention.STEPS if db.table_exists(step.table)]
     assert "entitlement_drifts" in [r.table for r in results]
 
 
-def test_the_steps_are_the_eight_of_the_spec_in_its_order():
+def test_the_steps_are_the_eight_of_the_spec_in_its_order_then_the_applied_bot_updates():
     assert [step.table for step in retention.STEPS] == [
         "bot_sessions", "bot_shop_reviews", "bot_checkout_sessions", "provider_webhook_events",
-        "support_attachments", "outbox_events", "telemetry_events", "entitlement_drifts",
+        "support_attachments", "outbox_events", "telemetry_events", "entitlement_drifts", "bot_updates",
     ]  # fmt: skip
 
 
@@ -323,7 +323,7 @@ def test_every_table_is_classified_and_retention_may_touch_only_the_disposable_o
 
 def test_a_sweep_over_ancient_rows_of_every_kind_changes_only_disposable_tables(database, attachment_dir):
     for name in ("Alice", "Bob"):
-        settlement = settle_order(commerce.order(commerce.customer(name), commerce.plan(name.lower())).id, "wallet")
+        settlement = settle_order(commerce.order(commerce.customer(name), commerce.plan(name.lower())).id, "provider_webhook")
         drift(settlement.entitlement_id, "resolved", NOW - 1000 * DAY)
     outbox(NOW - 1000 * DAY)
     attachment(stored_file(attachment_dir, b"a"), NOW - 1000 * DAY)
