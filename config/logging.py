@@ -15,7 +15,7 @@ from security.redactor import redact
 
 FIELDS = (
     "job_id", "kind", "attempt", "queue", "task", "worker_id", "state", "table", "count", "reason",
-    "enqueued", "skipped_as_duplicate", "error",
+    "enqueued", "skipped_as_duplicate", "dropped", "routed", "published", "failed", "error",
 )  # fmt: skip
 REPEAT_WINDOW_S = 60
 # Distinct repeating errors remembered at once; past this the ones whose

@@ -131,7 +131,7 @@ def sweep(settings, now=None, batch=BATCH, lock_timeout_s=LOCK_TIMEOUT_S, should
     failed = [result.table for result in results if result.error]
     logger.info(
         "retention sweep finished",
-        extra={"count": sum(result.removed for result in results), "state": f"failed={','.join(failed) or '-'}"},
+        extra={"count": sum(result.removed for result in results), "failed": ",".join(failed) or "none"},
     )
     return results
 

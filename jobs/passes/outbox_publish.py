@@ -192,7 +192,14 @@ def dispatch(now=None):
     }
     logger.info(
         "outbox publish dispatched",
-        extra={"task": NAME, "count": enqueued, "state": " ".join(f"{k}={v}" for k, v in counts.items())},
+        extra={
+            "task": NAME,
+            "dropped": dropped,
+            "routed": routed,
+            "published": published,
+            "enqueued": enqueued,
+            "skipped_as_duplicate": counts["skipped"],
+        },
     )
     return counts
 
