@@ -205,12 +205,15 @@ def test_a_renewal_refused_for_another_reason_is_one_operator_notice_per_period(
 
 
 def test_a_run_walks_past_periods_the_wallet_cannot_pay_in_batches(database, monkeypatch):
-    monkeypatch.setattr(renewal, "BATCH", 2)
     short = [subscribed(ends_in=HOUR + n * datetime.timedelta(minutes=1), name=f"short {n}") for n in range(3)]
     funded = [subscribed(ends_in=2 * HOUR + n * datetime.timedelta(minutes=1), funds=PRICE, name=f"funded {n}")
               for n in range(2)]  # fmt: skip
+    monkeypatch.setattr(renewal, "BATCH", 2)
+    batches, choose = [], renewal.due_periods
+    monkeypatch.setattr(renewal, "due_periods", lambda *args: batches.append(choose(*args)) or batches[-1])
     assert renewal.run() == {renewal.RENEWED: 2, renewal.ALREADY_RENEWED: 0, renewal.INSUFFICIENT_FUNDS: 3,
                              renewal.REFUSED: 0}  # fmt: skip
+    assert [len(batch) for batch in batches] == [2, 2, 1]  # the short wallets first, earliest end first
     assert {order.subscription_id for order in renewal_orders()} == {period.subscription_id for period in funded}
     assert len(dunning_notices()) == len(short)
 
