@@ -170,8 +170,10 @@ def test_only_due_auto_renewing_unpaused_current_periods_are_renewed(database):
     later = subscribed(ends_in=25 * HOUR, funds=PRICE, name="later")
     lapsed_long_ago = subscribed(ends_in=-25 * HOUR, funds=PRICE, name="lapsed long ago")
     manual = subscribed(funds=PRICE, auto_renew=False, name="manual")
-    paused = subscribed(funds=PRICE, name="paused")
+    paused = subscribed(funds=PRICE, name="paused")  # as a pause writes it (fulfillment/changes.py)
     Entitlement.update(status="paused", paused_at=utcnow() - HOUR).where(Entitlement.id == paused.id).execute()
+    carried = subscribed(funds=PRICE, name="carried")  # a period bought while paused carries the pause
+    Entitlement.update(status="pending", paused_at=utcnow() - HOUR).where(Entitlement.id == carried.id).execute()
     refunded = subscribed(funds=PRICE, name="refunded")
     refund_order(refunded.order_id)
     superseded = subscribed(funds=PRICE, name="upgraded")  # a newer period ends later
@@ -185,7 +187,7 @@ def test_only_due_auto_renewing_unpaused_current_periods_are_renewed(database):
     assert renewal.run()[renewal.RENEWED] == 2
     renewed = {order.subscription_id for order in renewal_orders()}
     assert renewed == {due.subscription_id, lapsed_today.subscription_id}
-    for left in (later, lapsed_long_ago, manual, paused, refunded, superseded):
+    for left in (later, lapsed_long_ago, manual, paused, carried, refunded, superseded):
         assert ledger.balance(left.subscription.customer_id, "RUB") == PRICE
     # The lapsed period is renewed from now, not from its past end.
     [lapsed] = Entitlement.select().where(
