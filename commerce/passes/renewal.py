@@ -92,8 +92,8 @@ class DuePeriod:
         return f"renewal:{self.period}"
 
 
-def due_periods(now, after=None, limit=BATCH):
-    """The next `limit` due periods, earliest end first, after the (end, entitlement id) `after`."""
+def due_query(now, after=None, limit=None):
+    """The next `limit` (BATCH) due periods, earliest end first, after the (end, entitlement id) `after`."""
     later = Entitlement.alias()
     a_later_period = later.select(later.id).where(
         later.subscription == Entitlement.subscription,
@@ -122,11 +122,15 @@ def due_periods(now, after=None, limit=BATCH):
             ~fn.EXISTS(a_later_period),
         )
         .order_by(Entitlement.ends_at, Entitlement.id)
-        .limit(limit)
+        .limit(limit or BATCH)
     )
     if after is not None:
         query = query.where(Tuple(Entitlement.ends_at, Entitlement.id) > Tuple(*after))
-    return [DuePeriod(*row) for row in query.tuples()]
+    return query
+
+
+def due_periods(now, after=None, limit=None):
+    return [DuePeriod(*row) for row in due_query(now, after, limit).tuples()]
 
 
 def renew(due):
