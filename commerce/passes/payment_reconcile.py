@@ -57,12 +57,12 @@ APPLIED = (
 WAITING_SINCE = fn.COALESCE(PaymentIntent.last_polled_at, PaymentIntent.created_at)  # the index's expression
 
 
-def due_intents(now, limit=RECONCILE_BATCH):
+def due_intents(now, limit=None):
     return (
         PaymentIntent.select(PaymentIntent.id)
         .where(PaymentIntent.status == "pending", WAITING_SINCE < now - GRACE, PaymentIntent.provider.in_(HOSTED))
         .order_by(WAITING_SINCE, PaymentIntent.id)
-        .limit(limit)
+        .limit(limit or RECONCILE_BATCH)
     )
 
 
