@@ -19,7 +19,7 @@ from tests.support.direct import run_next
 
 def settled(count):
     customer, plan = commerce.customer(), commerce.limited_plan()
-    return [settle_order(commerce.order(customer, plan).id, "wallet") for _ in range(count)]
+    return [settle_order(commerce.order(customer, plan).id, "provider_webhook") for _ in range(count)]
 
 
 def run_pass(task):
