@@ -47,6 +47,10 @@ JOB_KIND_MODULES = (
     "jobs.passes.fulfillment_revive",
     "jobs.outbox_delivery",
     "jobs.passes.retention",
+    "commerce.passes.commerce_maintenance",
+    "commerce.passes.payment_reconcile",
+    "commerce.passes.renewal",
+    "commerce.passes.lifecycle_sweep",
 )
 # Passes registered only when the worker has what they need (SPEC 5.2): the
 # module's register(settings) declares the pass, or answers why it did not.

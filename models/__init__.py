@@ -8,7 +8,15 @@ from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory
 from models.jobs import QUEUE_MODELS
 from models.ledger import LEDGER_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
-from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxDelivery, OutboxDestination, OutboxEvent
+from models.ops import (
+    AuditEvent,
+    CustomerNotice,
+    MaintenanceState,
+    OperatorNotice,
+    OutboxDelivery,
+    OutboxDestination,
+    OutboxEvent,
+)
 from models.payments import PAYMENT_MODELS
 from models.support import SupportAttachment
 
@@ -22,6 +30,7 @@ ALL_MODELS = QUEUE_MODELS + [
     FulfillmentHistory,
     EntitlementDrift,
     OperatorNotice,
+    CustomerNotice,
     AuditEvent,
     OutboxEvent,
     OutboxDestination,

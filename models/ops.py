@@ -1,8 +1,9 @@
-"""Operational records: operator notices, audit events, the outbox and its deliveries, maintenance mode."""
+"""Operational records: operator and customer notices, audit events, the outbox and its deliveries, maintenance mode."""
 
 from peewee import BigAutoField, BooleanField, DateTimeField, ForeignKeyField, IntegerField, TextField
 
 from models.base import BaseModel, utcnow
+from models.commerce import Customer
 from ops.sealing import SealedField
 
 NOTICE_STATUSES = ("pending", "sent", "suppressed", "failed")
@@ -20,6 +21,23 @@ class OperatorNotice(BaseModel):
 
     class Meta:
         table_name = "operator_notices"
+        indexes = ((("kind", "dedupe_key"), True),)
+
+
+class CustomerNotice(BaseModel):
+    """A message for one customer, delivered by the bot (SPEC 14.4, 14.6): one per
+    (kind, dedupe key), e.g. `dunning` per subscription and period; `sent_at` once delivered."""
+
+    id = BigAutoField()
+    customer = ForeignKeyField(Customer, backref="+", column_name="customer_id")
+    kind = TextField()
+    dedupe_key = TextField()
+    payload = TextField(default="{}")
+    created_at = DateTimeField(default=utcnow)
+    sent_at = DateTimeField(null=True)
+
+    class Meta:
+        table_name = "customer_notices"
         indexes = ((("kind", "dedupe_key"), True),)
 
 

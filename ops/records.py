@@ -1,5 +1,5 @@
-"""Writes that ride along in the caller's transaction: operator notices
-(deduplicated on kind + key), audit events and outbox events (SPEC 2.13, 4.5, 8.1)."""
+"""Writes that ride along in the caller's transaction: operator and customer notices
+(deduplicated on kind + key), audit events and outbox events (SPEC 2.13, 4.5, 8.1, 14.6)."""
 
 import json
 
@@ -14,6 +14,17 @@ def queue_notice(kind, dedupe_key, payload):
         "INSERT INTO operator_notices (kind, dedupe_key, status, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
         " ON CONFLICT (kind, dedupe_key) DO NOTHING RETURNING id",
         (kind, dedupe_key, "pending", json.dumps(payload, sort_keys=True), utcnow()),
+    )
+    return row is not None
+
+
+def queue_customer_notice(customer_id, kind, dedupe_key, payload):
+    """Queue one notice for a customer per (kind, dedupe_key), for the bot to deliver; a repeat
+    (or a concurrent writer's) is a no-op. True if queued now."""
+    row = fetch_one(
+        "INSERT INTO customer_notices (customer_id, kind, dedupe_key, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
+        " ON CONFLICT (kind, dedupe_key) DO NOTHING RETURNING id",
+        (customer_id, kind, dedupe_key, json.dumps(payload, sort_keys=True), utcnow()),
     )
     return row is not None
 

@@ -106,6 +106,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0014_bot",
         "0016_back_office",
         "0017_checkout_session_orders",
+        "0018_commerce_passes",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

@@ -42,8 +42,8 @@ KEPT = {
     # where the outbox is published (configuration, with sealed secrets); the bot's forum topics
     "outbox_destinations", "bot_forum_topics",
     # audit, operators (identity), notices, the maintenance switch
-    "audit_events", "operator_notices", "operators", "operator_sessions", "operator_login_failures",
-    "maintenance_state",
+    "audit_events", "operator_notices", "customer_notices", "operators", "operator_sessions",
+    "operator_login_failures", "maintenance_state",
     # the queue (its own cleaner, SPEC 1.8) and the migration history
     "jobs", "job_workers", "job_leader", "job_periodic", "huey_kv", "huey_counters", "schema_migrations",
 }  # fmt: skip
