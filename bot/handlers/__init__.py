@@ -5,7 +5,7 @@ answers rendered from bot/texts.py on the update's Context (bot/updates.py),
 which is `applier.current` while the update is applied.
 """
 
-from bot.handlers import fallback, menu, start
+from bot.handlers import buy, fallback, menu, start
 
 
 def register(bot, applier):
@@ -14,5 +14,6 @@ def register(bot, applier):
 
     fallback.register_guards(bot, context)  # before any flow: a message too long is refused unread
     start.register(bot, context)
+    buy.register(bot, context)  # before fallback: its payments and pre-checkout queries
     menu.register(bot, context)
     fallback.register(bot, context)  # last: what no flow took
