@@ -8,7 +8,8 @@ anything more). The bot inserts jobs (through the services it calls) and
 never runs them: it starts no consumer.
 
 Threads: the main thread polls and applies updates; one renews the lease;
-one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set.
+one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set;
+one queues the customer lifecycle notices (bot/lifecycle.py).
 SIGTERM while the main thread waits in getUpdates aborts that call at once
 (nothing read is lost: unconfirmed updates are delivered again); while it
 applies an update, the update is finished first.
@@ -21,6 +22,7 @@ import threading
 
 from bot import handlers, services
 from bot.lease import BotLease, LeaseLost
+from bot.lifecycle import LifecycleNotices
 from bot.notifier import OperatorNotifier
 from bot.polling import Poller
 from bot.updates import UpdateApplier
@@ -87,7 +89,10 @@ class BotProcess:
         bot = telegram.new_bot(self.settings.telegram_bot_token)
         applier = UpdateApplier(bot, self.lease, self.stop)
         handlers.register(bot, applier)
-        threads = [threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True)]
+        threads = [
+            threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True),
+            threading.Thread(target=LifecycleNotices(self.stop).run, name="lifecycle-notices", daemon=True),
+        ]
         if self.settings.telegram_operator_chat_id:
             notifier = OperatorNotifier(bot, self.settings.telegram_operator_chat_id, self.stop)
             threads.append(threading.Thread(target=notifier.run, name="operator-notifier", daemon=True))
