@@ -7,7 +7,8 @@ lease while running (another one took over: this one must not apply
 anything more). The bot inserts jobs (through the services it calls) and
 never runs them: it starts no consumer.
 
-Threads: the main thread polls and applies updates; one renews the lease;
+Threads: the main thread polls and applies updates; one sends their answers
+(bot/updates.py AnswerSender); one renews the lease;
 one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set;
 one queues the customer lifecycle notices (bot/lifecycle.py).
 SIGTERM while the main thread waits in getUpdates aborts that call at once
@@ -25,7 +26,7 @@ from bot.lease import BotLease, LeaseLost
 from bot.lifecycle import LifecycleNotices
 from bot.notifier import OperatorNotifier
 from bot.polling import Poller
-from bot.updates import UpdateApplier
+from bot.updates import AnswerSender, UpdateApplier
 from integrations import telegram
 from models.base import db
 
@@ -88,6 +89,9 @@ class BotProcess:
         services.configure(self.settings)
         bot = telegram.new_bot(self.settings.telegram_bot_token)
         applier = UpdateApplier(bot, self.lease, self.stop)
+        applier.sender = AnswerSender(applier.deliver)
+        answers = threading.Thread(target=applier.sender.run, name="bot-answers", daemon=True)
+        answers.start()
         handlers.register(bot, applier)
         threads = [
             threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True),
@@ -110,7 +114,8 @@ class BotProcess:
             pass
         finally:
             self.stop.set()
-            for thread in threads:
+            applier.sender.close()  # the answers of what was applied still go out
+            for thread in (answers, *threads):
                 thread.join(THREAD_JOIN_S)
         if self.lease.lost.is_set():
             logger.error("bot lease lost: another instance runs now; exiting without applying more updates")
