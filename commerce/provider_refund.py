@@ -1,6 +1,7 @@
 """The `provider_refund` job (SPEC 13.10): one refund sent to its provider's refund API, never lost, never doubled.
 
-commerce/refunds.py inserts the job in the refund's own transaction, so a
+commerce/refunds.py (which imports this module, so the kind is declared
+wherever a refund can be made) inserts the job in the refund's own transaction, so a
 refund that committed always has its call waiting, whatever crashes after.
 The job reads the refund, calls the provider outside any transaction, and
 records the answer under the refund row's lock:
@@ -22,7 +23,6 @@ refund, so an operator pays it back by hand or refunds it to the wallet.
 import logging
 
 from commerce import providers
-from commerce.refunds import JOB_KIND, NOTICE_REFUND_FAILED
 from integrations.payments import STATUS_CANCELED, STATUS_SUCCEEDED, ProviderError
 from jobs import UNIQUE_WHILE_ACTIVE, current_job, huey
 from models.base import db, utcnow
@@ -33,7 +33,9 @@ from ops.records import queue_notice
 
 logger = logging.getLogger("omniflow.commerce.refunds")
 
+JOB_KIND = "provider_refund"
 ATTEMPTS = 12
+NOTICE_REFUND_FAILED = "refund_failed"
 REFUND_CANCELED = "refund_canceled"  # the provider canceled the refund it had accepted
 
 

@@ -501,6 +501,7 @@ def refund(operator, order, amount_minor, reason, to=None):
         with db.atomic():
             before = locked(Order.select().where(Order.id == order.id)).get()  # refund_order takes this lock too
             refunded = refund_order(order.id, amount_minor, to)
+            made = refunds_of([order.id])[order.id][-1:] if refunded.amount_minor else []
             record_audit(
                 PAYMENTS_CATEGORY,
                 REFUNDED,
@@ -512,7 +513,8 @@ def refund(operator, order, amount_minor, reason, to=None):
                     "amountMinor": refunded.refunded_amount_minor - before.refunded_amount_minor,
                     "currency": order.currency,
                     "full": refunded.status == "refunded",
-                    "to": to,
+                    "refundId": made[0].id if made else None,
+                    "destination": made[0].destination if made else None,
                 },
             )
     except SettlementRejected as rejected:

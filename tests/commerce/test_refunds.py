@@ -6,12 +6,11 @@ provider call is a durable job that never refunds twice."""
 import pytest
 
 from commerce import ledger, providers
-from commerce import provider_refund as _job  # noqa: F401  (declares the provider_refund kind)
 from commerce.checkout import checkout
 from commerce.orders import create_order
 from commerce.payments import poll_intent
+from commerce.provider_refund import NOTICE_REFUND_FAILED
 from commerce.refunds import (
-    NOTICE_REFUND_FAILED,
     NOTICE_REFUND_MANUAL,
     PARTIAL_REFUND_UNSUPPORTED,
     REFUND_EXCEEDS_WALLET,
