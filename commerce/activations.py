@@ -86,7 +86,9 @@ def activate_access_code(customer_id, code):
         if row.activation_count >= row.max_activations:
             raise ActivationRejected(CODE_USED_UP, "this access code has no activations left")
         settlement = _free_period(customer, row.plan_id, "code", now)
-        AccessCodeActivation.create(access_code=row.id, customer=customer.id, order=settlement.order_id, activated_at=now)
+        AccessCodeActivation.create(
+            access_code=row.id, customer=customer.id, order=settlement.order_id, activated_at=now
+        )
         AccessCode.update(activation_count=AccessCode.activation_count + 1).where(AccessCode.id == row.id).execute()
         return settlement
 

@@ -11,7 +11,8 @@ GET  /v1/panel/customers/{c}/orders|payments|wallet           (payments.read), k
 GET  /v1/panel/subscriptions/{s}                              periods and operations (subscriptions.read)
 POST /v1/panel/customers/{c}/subscriptions/{s}/pause|resume   (subscriptions.write, X-Operator-Reason)
 GET  /v1/panel/orders/{o}, /v1/panel/payments/{p}             (payments.read)
-POST /v1/panel/orders/{o}/refund {amountMinor?, to?}          in full or in part, to the provider or the wallet (payments.write, X-Operator-Reason)
+POST /v1/panel/orders/{o}/refund {amountMinor?, to?}          in full or in part, back where it was paid or to
+                                                              the wallet (payments.write, X-Operator-Reason)
 
 The same rules as the rest of the panel API (web/panel.py): a session, the
 permission, `X-Operator-Reason` on refund, pause and resume with the audit

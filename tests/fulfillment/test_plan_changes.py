@@ -50,7 +50,8 @@ def first_period(panel, price=1000, ends_in=15 * DAY + datetime.timedelta(second
     customer = commerce.customer()
     bought = settle(plan("basic", price), customer)
     run(bought.operation_id)
-    Entitlement.update(ends_at=(utcnow() + ends_in).replace(microsecond=0)).where(Entitlement.id == bought.entitlement_id).execute()
+    ends_at = (utcnow() + ends_in).replace(microsecond=0)
+    Entitlement.update(ends_at=ends_at).where(Entitlement.id == bought.entitlement_id).execute()
     return customer, bought, Entitlement.get_by_id(bought.entitlement_id).subscription
 
 
