@@ -220,6 +220,46 @@ def test_a_refund_yookassa_refuses_fails_with_its_code_and_one_notice(shop):
     assert notice.dedupe_key == f"refund:{refund.id}"
 
 
+def test_a_refund_yookassa_holds_pending_is_processing_and_polled_until_it_is_done(shop):
+    order, _ = paid_at(shop)
+    shop.yookassa.hold_refunds = True
+    refund_order(order.id, 2000)
+
+    run_refund_jobs()
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.status, refund.completed_at) == ("processing", None)
+    (job,) = refund_jobs()
+    snoozed = Job.get_by_id(job.id)
+    assert (snoozed.state, snoozed.attempt) == ("scheduled", 0)  # snoozed: no attempt spent
+
+    make_due(job.id)
+    run_refund_jobs()  # still pending at YooKassa: asked again later
+    assert Refund.get_by_id(refund.id).status == "processing"
+
+    shop.yookassa.settle_refund(refund.provider_refund_id)
+    make_due(job.id)
+    run_refund_jobs()
+    done = Refund.get_by_id(refund.id)
+    assert (done.status, done.completed_at is not None) == ("succeeded", True)
+    assert Job.get_by_id(job.id).state == "completed"
+
+
+def test_a_refund_yookassa_cancels_after_accepting_it_fails_with_a_notice(shop):
+    order, _ = paid_at(shop)
+    shop.yookassa.hold_refunds = True
+    refund_order(order.id, 2000)
+    run_refund_jobs()
+    refund = Refund.get(Refund.order == order.id)
+
+    shop.yookassa.settle_refund(refund.provider_refund_id, succeed=False)
+    make_due(refund_jobs()[0].id)
+    run_refund_jobs()
+
+    failed = Refund.get_by_id(refund.id)
+    assert (failed.status, failed.last_error_code) == ("failed", "refund_canceled")
+    assert len(notices(NOTICE_REFUND_FAILED)) == 1
+
+
 # -- Telegram Stars ------------------------------------------------------------------------------
 
 
