@@ -2,6 +2,7 @@
 trial once per customer; each activation settles a free order through settlement in one transaction."""
 
 import datetime
+import threading
 
 import pytest
 
@@ -17,7 +18,7 @@ from commerce.activations import (
 )
 from commerce.orders import OrderRejected, create_order
 from commerce.settlement import settle_order
-from models.base import utcnow
+from models.base import db, utcnow
 from models.catalogue import AccessCode, AccessCodeActivation, GiftCard
 from models.commerce import Customer, Order
 from models.fulfillment import FulfillmentOperation
@@ -102,3 +103,49 @@ def test_a_customer_gets_one_trial(database):
     with pytest.raises(OrderRejected) as refused:
         create_order(alice.id, "trial", "USD", plan_id=trial.id)
     assert refused.value.code == "trial_already_used"
+
+
+def concurrently(activate, customers, code):
+    """Every customer activates `code` at once, each in a thread of its own; (activated, refused codes, errors)."""
+    barrier = threading.Barrier(len(customers))
+    activated, refused, errors = [], [], []
+
+    def one(customer):
+        try:
+            barrier.wait()
+            activated.append(activate(customer.id, code).order_id)
+        except ActivationRejected as rejected:
+            refused.append(rejected.code)
+        except Exception as error:  # surfaced by the caller's assertion
+            errors.append(error)
+        finally:
+            db.close()
+
+    threads = [threading.Thread(target=one, args=(customer,)) for customer in customers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return activated, refused, errors
+
+
+def test_a_gift_card_redeemed_by_eight_customers_at_once_is_redeemed_once(database):
+    _, code = codes.issue_gift_card(commerce.limited_plan(), utcnow() + LATER)
+    customers = [commerce.customer(f"C{i}") for i in range(8)]
+
+    activated, refused, errors = concurrently(activate_gift_card, customers, code)
+
+    assert errors == []
+    assert len(activated) == 1 and refused == [CODE_USED_UP] * 7
+    assert (Order.select().count(), FulfillmentOperation.select().count()) == (1, 1)
+
+
+def test_an_access_code_activated_by_eight_customers_at_once_stops_at_its_limit(database):
+    row, code = codes.issue_access_code(commerce.limited_plan(), max_activations=3)
+    customers = [commerce.customer(f"C{i}") for i in range(8)]
+
+    activated, refused, errors = concurrently(activate_access_code, customers, code)
+
+    assert errors == []
+    assert len(activated) == 3 and refused == [CODE_USED_UP] * 5
+    assert AccessCode.get_by_id(row.id).activation_count == 3 == AccessCodeActivation.select().count()
