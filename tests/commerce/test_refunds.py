@@ -5,6 +5,7 @@ provider call is a durable job that never refunds twice."""
 
 import pytest
 
+import omniflow
 from commerce import ledger, providers
 from commerce.checkout import checkout
 from commerce.orders import create_order
@@ -20,6 +21,8 @@ from commerce.settlement import SettlementRejected, settle_order
 from commerce.stars import settle_stars_payment
 from fakes.telegram import FakeTelegram
 from integrations.payments.stars import StarsRefunds
+from jobs import UNIQUE_WHILE_ACTIVE, huey
+from models.base import db
 from models.commerce import Order
 from models.jobs import Job
 from models.ledger import LedgerEntry, LedgerTransaction
@@ -163,6 +166,27 @@ def test_a_refund_refused_writes_nothing_not_even_its_status(database):
     assert refused.value.code == PARTIAL_REFUND_UNSUPPORTED
     assert (Order.get_by_id(order.id).status, Refund.select().count()) == ("paid", 0)
     assert LedgerTransaction.select().where(LedgerTransaction.kind == "refund").count() == 0
+
+
+def test_a_refund_its_caller_rolls_back_leaves_no_job_no_ledger_and_no_refund(database):
+    buyer = sales.customer()
+    order, _, _ = sales.paid_order(buyer, sales.plan())
+    transactions = LedgerTransaction.select().count()
+
+    with pytest.raises(RuntimeError):
+        with db.atomic():
+            refund_order(order.id)
+            raise RuntimeError("the caller's audit failed")
+
+    assert Order.get_by_id(order.id).status == "paid"
+    assert (Refund.select().count(), LedgerTransaction.select().count(), refund_jobs()) == (0, transactions, [])
+
+
+def test_the_refund_job_is_declared_by_every_worker_and_unique_by_its_refund():
+    assert "commerce.provider_refund" in omniflow.JOB_KIND_MODULES
+    spec = huey.kinds.get("provider_refund")
+    assert (spec.unique_states, spec.max_attempts) == (UNIQUE_WHILE_ACTIVE, 12)
+    assert spec.unique_key({"refundId": 7}) == spec.unique_key({"refundId": 7}) != spec.unique_key({"refundId": 8})
 
 
 # -- YooKassa ------------------------------------------------------------------------------------
