@@ -54,6 +54,9 @@ ORDER_NOT_REFUNDABLE = "order_not_refundable"
 INVALID_REFUND_DESTINATION = "invalid_refund_destination"
 PARTIAL_REFUND_UNSUPPORTED = "partial_refund_unsupported"
 REFUND_EXCEEDS_WALLET = "refund_exceeds_wallet"
+INVALID_PLAN_ID = "invalid_plan_id"
+PLAN_NOT_FOUND = "plan_not_found"
+INVALID_VALIDITY = "invalid_validity"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

@@ -12,6 +12,7 @@ import jobs.fulfillment  # noqa: F401  (registers the fulfillment job kind the r
 from commerce.settlement import settle_order
 from fulfillment import rules
 from models.base import utcnow
+from models.catalogue import AccessCode, GiftCard
 from models.commerce import Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
@@ -665,6 +666,8 @@ ROUTES = [
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/pause", "subscriptions.write"),
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/resume", "subscriptions.write"),
     ("POST", "/v1/panel/orders/{order}/refund", "payments.write"),
+    ("POST", "/v1/panel/gift-cards", "payments.write"),
+    ("POST", "/v1/panel/access-codes", "payments.write"),
 ]
 # Routes for any signed-in operator: who one is, Home (its sections follow the permissions), one's own time zone.
 SESSION_ROUTES = [
@@ -683,6 +686,17 @@ PERMISSION_SETS = [
     ["payments.read", "payments.write"],
     EVERYTHING,
 ]
+
+
+def body_for(template, index, plan_id):
+    """A body each route takes when the operator may use it."""
+    if "maintenance" in template:
+        return {"active": True}
+    if template.endswith("/gift-cards"):
+        return {"planId": plan_id, "validDays": 30}
+    if template.endswith("/access-codes"):
+        return {"planId": plan_id, "maxActivations": 3}
+    return {"operation": "enable", "requestId": f"r{index}"}
 
 
 def paths(template, op=1, customer="c", subscription="s", order=1, payment=1):
@@ -708,15 +722,16 @@ def paid_at_a_provider(order_id):
 def test_permission_matrix(web, permissions):
     headers = {**session_of(web, permissions=permissions), **REASON}
     customer_id, subscription_id = provisioned()
-    order_id = Entitlement.get(Entitlement.subscription == subscription_id).order_id
+    entitlement = Entitlement.get(Entitlement.subscription == subscription_id)
+    order_id = entitlement.order_id
     payment_id = paid_at_a_provider(order_id)
     for index, (method, template, needed) in enumerate(ROUTES):
         op_id = operation_in("failed")
-        body = {"active": True} if "maintenance" in template else {"operation": "enable", "requestId": f"r{index}"}
+        body = body_for(template, index, entitlement.plan_id)
         path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id)
         answer = requests.request(method, web + path, headers=headers, json=body, timeout=10)
         if needed in permissions:
-            assert answer.status_code in (200, 202), (method, template, permissions, answer.text)
+            assert answer.status_code in (200, 201, 202), (method, template, permissions, answer.text)
         else:
             assert_problem(answer, 403, "forbidden")
             assert FulfillmentOperation.get_by_id(op_id).status == "failed"
@@ -732,6 +747,7 @@ def test_permission_matrix(web, permissions):
     if "payments.write" not in permissions:
         assert AuditEvent.select().where(AuditEvent.action == "panel.order.refunded").count() == 0
         assert Order.get_by_id(order_id).status != "refunded"
+        assert (GiftCard.select().count(), AccessCode.select().count()) == (0, 0)
 
 
 def test_every_panel_route_needs_a_session(web):
