@@ -8,7 +8,8 @@ anything more). The bot inserts jobs (through the services it calls) and
 never runs them: it starts no consumer.
 
 Threads: the main thread polls and applies updates; one renews the lease;
-one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set.
+one delivers customer notices (bot/customer_notices.py); one runs the
+operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set.
 SIGTERM while the main thread waits in getUpdates aborts that call at once
 (nothing read is lost: unconfirmed updates are delivered again); while it
 applies an update, the update is finished first.
@@ -20,6 +21,7 @@ import signal
 import threading
 
 from bot import handlers, services
+from bot.customer_notices import CustomerNoticeLoop
 from bot.lease import BotLease, LeaseLost
 from bot.notifier import OperatorNotifier
 from bot.polling import Poller
@@ -87,7 +89,10 @@ class BotProcess:
         bot = telegram.new_bot(self.settings.telegram_bot_token)
         applier = UpdateApplier(bot, self.lease, self.stop)
         handlers.register(bot, applier)
-        threads = [threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True)]
+        threads = [
+            threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True),
+            threading.Thread(target=CustomerNoticeLoop(bot, self.stop).run, name="customer-notices", daemon=True),
+        ]
         if self.settings.telegram_operator_chat_id:
             notifier = OperatorNotifier(bot, self.settings.telegram_operator_chat_id, self.stop)
             threads.append(threading.Thread(target=notifier.run, name="operator-notifier", daemon=True))

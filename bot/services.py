@@ -55,9 +55,12 @@ def remote_user(remote_user_id):
     from integrations.remnawave import RemnawaveError
 
     panel = current().panel
-    if panel is None or not remote_user_id:
-        raise PanelUnavailable("no panel configured" if panel is None else "not provisioned")
+    if panel is None:
+        raise PanelUnavailable("no panel configured")
+    reference = str(remote_user_id or "")
+    if not (reference.isascii() and reference.isdigit()):
+        raise PanelUnavailable("not provisioned")  # subscriptions.remote_user_id keeps the panel's number as text
     try:
-        return panel.get_user(remote_user_id)
+        return panel.get_user(int(reference))
     except RemnawaveError as error:
         raise PanelUnavailable(error.code) from None

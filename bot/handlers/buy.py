@@ -27,7 +27,7 @@ names its order.
 import json
 import logging
 
-from bot import keyboards, services
+from bot import keyboards, services, texts
 from bot.handlers.fallback import on_unmatched_payment
 from bot.updates import Answer, Refused
 from commerce import catalogue, ledger
@@ -37,7 +37,6 @@ from commerce.orders import OrderRejected, create_order
 from commerce.payments import SETTLED
 from commerce.stars import CURRENCY as STARS_CURRENCY
 from commerce.stars import StarsRejected, order_of, precheck_stars, settle_stars_payment
-from integrations.payments.amounts import to_decimal_text
 from models.base import utcnow
 from models.bot import CHECKOUT_SESSION_TTL, BotCheckoutSession
 from models.commerce import Order
@@ -47,12 +46,6 @@ logger = logging.getLogger("omniflow.bot.buy")
 
 PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
 PRECHECK_TEXTS = ("order_not_pending", "amount_mismatch", "maintenance_active")
-
-
-def price_text(amount_minor, currency):
-    if currency == STARS_CURRENCY:
-        return f"{amount_minor} ⭐"
-    return f"{to_decimal_text(amount_minor, currency)} {currency}"
 
 
 def _refuse_plainly(context, query, key, **values):
@@ -69,7 +62,7 @@ def _plan_offers(context):
         prices = catalogue.plan_prices(plan)
         if not prices:
             continue
-        shown = " · ".join(price_text(amount, currency) for currency, amount in sorted(prices.items()))
+        shown = " · ".join(texts.money(amount, currency) for currency, amount in sorted(prices.items()))
         offers.append((plan.id, context.text("plan_button", plan=plan.name, days=plan.duration_days, prices=shown)))
     return offers
 
@@ -91,15 +84,15 @@ def payment_choices(context, plan):
     choices = []
     if STARS_CURRENCY in prices:
         choices.append(
-            (methods.STARS, STARS_CURRENCY, context.text("method_stars", price=price_text(prices["XTR"], "XTR")))
+            (methods.STARS, STARS_CURRENCY, context.text("method_stars", price=texts.money(prices["XTR"], "XTR")))
         )
     fiat = [currency for currency in sorted(prices) if currency != STARS_CURRENCY]
     held = {currency: ledger.balance(context.customer.id, currency) for currency in fiat}
     for currency in [currency for currency in fiat if held[currency] > 0] or fiat[:1]:
         label = context.text(
             "method_wallet",
-            price=price_text(prices[currency], currency),
-            balance=price_text(held[currency], currency),
+            price=texts.money(prices[currency], currency),
+            balance=texts.money(held[currency], currency),
         )
         choices.append((methods.WALLET, currency, label))
     for method in methods.HOSTED:
@@ -109,7 +102,7 @@ def payment_choices(context, plan):
         if not accepted:
             continue
         currency = PREFERRED_CURRENCY[method] if PREFERRED_CURRENCY[method] in accepted else accepted[0]
-        choices.append((method, currency, context.text(f"method_{method}", price=price_text(prices[currency], currency))))
+        choices.append((method, currency, context.text(f"method_{method}", price=texts.money(prices[currency], currency))))
     return choices
 
 
@@ -155,7 +148,7 @@ def on_pay(query, context, plan_id, method, currency):
         raise _refusal_for(context, query, rejected.code) from None
     _open_session(context, chat, plan, method, currency, made.order_id)
     context.answer_callback(query.id)
-    price = price_text(made.amount_minor, made.currency)
+    price = texts.money(made.amount_minor, made.currency)
     if method == methods.STARS:
         context.send(chat, context.text("invoice_sent", plan=plan.name, price=price))
         context.send_invoice(chat, made.invoice)
@@ -205,7 +198,7 @@ def _payment_page(context, chat, plan, method, currency, key, shop):
         key_text = "maintenance" if rejected.code == "maintenance_active" else "payment_unavailable"
         return [Answer("send", chat, context.text(key_text))]
     text = context.text(
-        "pay_by_link", order=made.order_id, plan=plan.name, price=price_text(made.amount_minor, made.currency)
+        "pay_by_link", order=made.order_id, plan=plan.name, price=texts.money(made.amount_minor, made.currency)
     )
     return [Answer("send", chat, text, keyboards.payment_link(context.language, made.confirmation_url))]
 
@@ -238,7 +231,7 @@ def on_successful_payment(message, context):
         on_unmatched_payment(message, context)
         return
     if applied.outcome == SETTLED:
-        price = price_text(payment.total_amount, payment.currency)
+        price = texts.money(payment.total_amount, payment.currency)
         context.send(message.chat.id, context.text("payment_received", price=price))
     elif applied.outcome != "replayed":
         # The money arrived but paid nothing (an amount or order that did not match):
