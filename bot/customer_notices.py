@@ -70,6 +70,7 @@ class CustomerNoticeLoop:
         self.bot = bot
         self.stop = stop
         self.interval_s = interval_s
+        self._waiting = set()  # notices whose wait for the panel was logged
 
     def run(self):
         """The loop's thread: a tick, then the interval (or a 429's retry_after, if longer), until stopped."""
@@ -102,18 +103,23 @@ class CustomerNoticeLoop:
                 )
                 continue
             except services.PanelUnavailable as unavailable:
-                logger.warning(
-                    "customer notice waits for the panel", extra={"task": notice.kind, "error": str(unavailable)}
-                )
+                if notice.id not in self._waiting:  # once per notice, not once a second
+                    self._waiting.add(notice.id)
+                    logger.warning(
+                        "customer notice waits for the panel", extra={"task": notice.kind, "error": str(unavailable)}
+                    )
                 continue
+            self._waiting.discard(notice.id)
             try:
                 message.send(self.bot)
             except telegram.TelegramFailure as failure:
                 if failure.code in (telegram.FORBIDDEN, telegram.REJECTED):
                     code = FORBIDDEN if failure.code == telegram.FORBIDDEN else REJECTED
                     self._mark(notice, "failed", code)
-                    logger.info("customer notice refused by Telegram; marked failed", extra={"task": notice.kind,
-                                                                                              "error": code})  # fmt: skip
+                    logger.info(
+                        "customer notice refused by Telegram; marked failed",
+                        extra={"task": notice.kind, "error": code},
+                    )
                     continue
                 logger.warning(
                     "customer notices not delivered; retrying next tick",

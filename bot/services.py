@@ -1,4 +1,4 @@
-"""What the bot's handlers and loops reach outside the database: the payment providers, the shop's public URL, the panel.
+"""What the bot's handlers and loops reach outside the database: payment providers, the public URL, the panel.
 
 Built once from the settings at start (`configure`); a test sets its own
 with `use`. The panel is read (never written: the worker does that) for

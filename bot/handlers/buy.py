@@ -102,7 +102,8 @@ def payment_choices(context, plan):
         if not accepted:
             continue
         currency = PREFERRED_CURRENCY[method] if PREFERRED_CURRENCY[method] in accepted else accepted[0]
-        choices.append((method, currency, context.text(f"method_{method}", price=texts.money(prices[currency], currency))))
+        label = context.text(f"method_{method}", price=texts.money(prices[currency], currency))
+        choices.append((method, currency, label))
     return choices
 
 
@@ -153,7 +154,8 @@ def on_pay(query, context, plan_id, method, currency):
         context.send(chat, context.text("invoice_sent", plan=plan.name, price=price))
         context.send_invoice(chat, made.invoice)
     else:
-        context.send(chat, context.text("paid_from_wallet", plan=plan.name, price=price), keyboards.back(context.language))
+        paid = context.text("paid_from_wallet", plan=plan.name, price=price)
+        context.send(chat, paid, keyboards.back(context.language))
 
 
 def _refusal_for(context, query, code):
@@ -225,7 +227,10 @@ def on_successful_payment(message, context):
     payment = message.successful_payment
     try:
         applied = settle_stars_payment(
-            order_of(payment.invoice_payload), payment.telegram_payment_charge_id, payment.total_amount, payment.currency
+            order_of(payment.invoice_payload),
+            payment.telegram_payment_charge_id,
+            payment.total_amount,
+            payment.currency,
         )
     except StarsRejected:
         on_unmatched_payment(message, context)

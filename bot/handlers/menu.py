@@ -1,4 +1,4 @@
-"""The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions) or answered here."""
+"""The main menu's buttons: each press is validated, then handed to its flow (buy, subscriptions) or answered here."""
 
 from bot import keyboards
 from bot.handlers import buy, subscriptions

@@ -1,4 +1,4 @@
-"""SPEC 14.4, 14.5, 13.12 in the test process: Buy → plan → Stars, wallet, YooKassa, CryptoBot; pre-checkout; payment."""
+"""SPEC 14.4, 14.5, 13.12 in the test process: Buy → plan → Stars, wallet, YooKassa, CryptoBot; pre-checkout; paying."""
 
 import datetime
 

@@ -1,4 +1,4 @@
-"""SPEC 14.4, 13.13: My subscriptions shows the phase, end, traffic used and link, and a QR code — to its customer only."""
+"""SPEC 14.4, 13.13: My subscriptions shows phase, end, traffic used and link, and a QR code — to its customer only."""
 
 import hashlib
 
