@@ -143,6 +143,23 @@ CATALOG = {
     },
 }
 
+# Customer notices of the lifecycle loop (bot/lifecycle.py), delivered by the customer-notice loop as
+# `notice_<kind>`; the fields are the notice's payload.
+CATALOG["en"].update(
+    {
+        "notice_expiring_3d": "Your {plan} access ends in 3 days, on {ends} UTC. Renew it from the menu to keep it.",
+        "notice_expiring_1d": "Your {plan} access ends tomorrow, on {ends} UTC. Renew it from the menu to keep it.",
+        "notice_expired": "Your {plan} access ended on {ends} UTC. Buy a new period from the menu to get it back.",
+    }
+)
+CATALOG["ru"].update(
+    {
+        "notice_expiring_3d": "Ваш доступ «{plan}» закончится через 3 дня, {ends} UTC. Продлите его в меню.",
+        "notice_expiring_1d": "Ваш доступ «{plan}» закончится завтра, {ends} UTC. Продлите его в меню.",
+        "notice_expired": "Ваш доступ «{plan}» закончился {ends} UTC. Купите новый период в меню, чтобы вернуть его.",
+    }
+)
+
 # The names of the languages, each in itself, for the language menu.
 LANGUAGE_NAMES = {"ru": "Русский", "en": "English"}
 

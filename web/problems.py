@@ -51,6 +51,9 @@ INVALID_SEARCH = "invalid_search"
 INVALID_TIME_ZONE = "invalid_time_zone"
 INVALID_REFUND_AMOUNT = "invalid_refund_amount"
 ORDER_NOT_REFUNDABLE = "order_not_refundable"
+INVALID_REFUND_DESTINATION = "invalid_refund_destination"
+PARTIAL_REFUND_UNSUPPORTED = "partial_refund_unsupported"
+REFUND_EXCEEDS_WALLET = "refund_exceeds_wallet"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

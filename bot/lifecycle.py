@@ -1,0 +1,151 @@
+"""The customer lifecycle notices loop (SPEC 6, 14.6): a customer hears that a period ends in 3 days, in 1 day,
+and that it has ended — each once per (subscription, kind, period).
+
+A bot loop, not a worker pass, because SPEC 6 puts it in the bot: it only
+*produces* `customer_notices` rows (the bot's delivery loop sends them), and
+a row is unique on (kind, `<subscription>:<period end>`), inserted with ON
+CONFLICT DO NOTHING, so a second copy of the loop, a rerun after a crash or
+any number of ticks queue nothing twice. Dunning notices come from the
+`renewal` pass (commerce/passes/renewal.py): only its transaction knows the
+wallet could not pay, and it queues them under the same key shape.
+
+Every INTERVAL_S (15 min) a tick walks each window through
+`entitlements_period_end` (migration 0018): periods whose end lies in the
+window, earliest first, PAGE (200) at a time, each page after the last one's
+(end, id). A period qualifies when it is the subscription's current one (no
+later period that is not superseded), is live (not failed, disabled or
+paused), its customer has a Telegram chat, and it started before the window
+opened for it — a 2-day trial is not told it has 3 days left the moment it
+is bought (checked on the page's rows: the dialects share no portable
+datetime arithmetic, and the page stays bounded either way). `expired` looks back EXPIRED_LOOKBACK only: a bot down for longer
+than that does not greet customers with news of an end long past.
+"""
+
+import datetime
+import logging
+from dataclasses import dataclass
+
+from peewee import Tuple, fn
+
+from models.base import db, utcnow
+from models.commerce import Customer, Plan, Subscription
+from models.fulfillment import Entitlement
+from ops.records import queue_customer_notice
+
+logger = logging.getLogger("omniflow.bot.lifecycle")
+
+INTERVAL_S = 15 * 60
+PAGE = 200
+DAY = datetime.timedelta(days=1)
+EXPIRED_LOOKBACK = datetime.timedelta(days=7)
+LIVE_STATUSES = ("pending", "active", "limited", "expired")
+
+EXPIRING_3D = "expiring_3d"
+EXPIRING_1D = "expiring_1d"
+EXPIRED = "expired"
+KINDS = (EXPIRING_3D, EXPIRING_1D, EXPIRED)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Periods ending in (now + start, now + end]; `lead` is how long before its end a period must have begun."""
+
+    kind: str
+    start: datetime.timedelta
+    end: datetime.timedelta
+    lead: datetime.timedelta
+
+
+WINDOWS = (
+    Window(EXPIRING_3D, DAY, 3 * DAY, 3 * DAY),
+    Window(EXPIRING_1D, datetime.timedelta(0), DAY, DAY),
+    Window(EXPIRED, -EXPIRED_LOOKBACK, datetime.timedelta(0), datetime.timedelta(0)),
+)
+
+
+def period_key(subscription_id, period_end):
+    """`<subscription>:<period end>`, the key renewal's dunning notices use too."""
+    return f"{subscription_id}:{period_end.isoformat(timespec='seconds')}Z"
+
+
+def window_query(window, now, after=None):
+    later = Entitlement.alias()
+    a_later_period = later.select(later.id).where(
+        later.subscription == Entitlement.subscription,
+        later.ends_at > Entitlement.ends_at,
+        later.status != "superseded",
+    )
+    query = (
+        Entitlement.select(
+            Entitlement.id, Entitlement.subscription, Subscription.customer, Entitlement.ends_at,
+            Entitlement.starts_at, Plan.name,
+        )  # fmt: skip
+        .join(Subscription, on=(Entitlement.subscription == Subscription.id))
+        .join(Customer, on=(Subscription.customer == Customer.id))
+        .switch(Entitlement)
+        .join(Plan, on=(Entitlement.plan == Plan.id))
+        .where(
+            Entitlement.ends_at > now + window.start,
+            Entitlement.ends_at <= now + window.end,
+            Entitlement.status.in_(LIVE_STATUSES),
+            Entitlement.paused_at.is_null(),
+            Customer.telegram_id.is_null(False),
+            ~fn.EXISTS(a_later_period),
+        )
+        .order_by(Entitlement.ends_at, Entitlement.id)
+        .limit(PAGE)
+    )
+    if after is not None:
+        query = query.where(Tuple(Entitlement.ends_at, Entitlement.id) > Tuple(*after))
+    return query
+
+
+def queue_window(window, now, stop=None):
+    """Queue the window's notices, page by page; returns how many were queued now (repeats are not counted)."""
+    queued, after = 0, None
+    while stop is None or not stop.is_set():
+        rows = list(window_query(window, now, after).tuples())
+        with db.atomic():
+            for _, subscription_id, customer_id, ends_at, starts_at, plan_name in rows:
+                if starts_at > ends_at - window.lead:
+                    continue  # bought inside the window: the customer knows how long it has
+                payload = {
+                    "subscriptionId": subscription_id,
+                    "periodEnd": ends_at.isoformat(timespec="seconds") + "Z",
+                    "plan": plan_name,
+                    "ends": ends_at.strftime("%Y-%m-%d %H:%M"),
+                }
+                queued += queue_customer_notice(customer_id, window.kind, period_key(subscription_id, ends_at), payload)
+        if len(rows) < PAGE:
+            break
+        after = (rows[-1][3], rows[-1][0])
+    return queued
+
+
+def tick(now=None, stop=None):
+    """One pass over every window; returns {kind: queued now}."""
+    now = now or utcnow()
+    return {window.kind: queue_window(window, now, stop) for window in WINDOWS}
+
+
+class LifecycleNotices:
+    def __init__(self, stop, interval_s=INTERVAL_S):
+        self.stop = stop
+        self.interval_s = interval_s
+
+    def run(self):
+        logger.info("lifecycle notices started", extra={"task": "lifecycle_notices"})
+        while not self.stop.is_set():
+            try:
+                counts = tick(stop=self.stop)
+                if any(counts.values()):
+                    logger.info(
+                        "lifecycle notices queued",
+                        extra={"task": "lifecycle_notices", "count": sum(counts.values()),
+                               "state": ",".join(f"{kind}={counts[kind]}" for kind in KINDS)},
+                    )  # fmt: skip
+            except Exception:
+                logger.exception("lifecycle notices tick failed", extra={"task": "lifecycle_notices"})
+            finally:
+                db.close()
+            self.stop.wait(self.interval_s)
