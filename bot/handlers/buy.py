@@ -19,9 +19,10 @@
   webhook or the poll settles the order.
 
 Every purchase is refused with a plain message while maintenance is on, and
-for a blocked customer (bot/updates.py refuses their updates). Each pay
-press opens a checkout session (`bot_checkout_sessions`, 30 minutes) that
-names its order.
+for a blocked customer (bot/updates.py refuses their updates). A plan's
+screen opens a checkout session (`bot_checkout_sessions`, 30 minutes): a
+cart that names its order once a pay button made one, or expires and is
+swept when the customer walks away.
 """
 
 import json
@@ -124,6 +125,8 @@ def on_plan(query, context, plan_id):
     choices = payment_choices(context, plan)
     text = context.text("methods_header" if choices else "methods_none", plan=plan.name)
     chat, message_id = query.message.chat.id, query.message.message_id
+    if choices:
+        _open_cart(context, chat, plan)
     context.edit(chat, message_id, text, keyboards.payment_methods(context.language, plan.id, choices))
     context.answer_callback(query.id)
 
@@ -137,7 +140,7 @@ def on_pay(query, context, plan_id, method, currency):
     shop = services.current()
     if method in methods.HOSTED:
         order = _hosted_order(context, query, plan, method, currency, shop, key)
-        _open_session(context, chat, plan, method, currency, order.id)
+        _close_cart(context, chat, plan, method, currency, order.id)
         context.answer_callback(query.id)
         context.later(lambda: _payment_page(context, chat, plan, method, currency, key, shop))
         return
@@ -147,7 +150,7 @@ def on_pay(query, context, plan_id, method, currency):
         )
     except CheckoutRejected as rejected:
         raise _refusal_for(context, query, rejected.code) from None
-    _open_session(context, chat, plan, method, currency, made.order_id)
+    _close_cart(context, chat, plan, method, currency, made.order_id)
     context.answer_callback(query.id)
     price = texts.money(made.amount_minor, made.currency)
     if method == methods.STARS:
@@ -177,12 +180,38 @@ def _hosted_order(context, query, plan, method, currency, shop, key):
         raise _refusal_for(context, query, rejected.code) from None
 
 
-def _open_session(context, chat, plan, method, currency, order_id):
+def _open_cart(context, chat, plan):
+    """The checkout session a plan's screen opens: a cart with the plan and no order yet. One the
+    customer walks away from expires in 30 minutes and retention sweeps it (SPEC 7, 14.7)."""
     now = utcnow()
     BotCheckoutSession.create(
         chat_id=chat,
         customer=context.customer.id,
-        state=json.dumps({"planId": plan.id, "method": method, "currency": currency}, sort_keys=True),
+        state=json.dumps({"planId": plan.id}, sort_keys=True),
+        created_at=now,
+        expires_at=now + CHECKOUT_SESSION_TTL,
+    )
+
+
+def _close_cart(context, chat, plan, method, currency, order_id):
+    """The cart becomes its order: the chat's newest open cart for this plan names it (a pay
+    button pressed without one, e.g. from an older screen, gets a session of its own)."""
+    now = utcnow()
+    state = json.dumps({"planId": plan.id, "method": method, "currency": currency}, sort_keys=True)
+    open_carts = BotCheckoutSession.select(BotCheckoutSession.id, BotCheckoutSession.state).where(
+        BotCheckoutSession.chat_id == chat,
+        BotCheckoutSession.customer == context.customer.id,
+        BotCheckoutSession.order.is_null(),
+        BotCheckoutSession.expires_at > now,
+    )
+    for cart in open_carts.order_by(BotCheckoutSession.id.desc()):
+        if json.loads(cart.state or "{}").get("planId") == plan.id:
+            BotCheckoutSession.update(state=state, order=order_id).where(BotCheckoutSession.id == cart.id).execute()
+            return
+    BotCheckoutSession.create(
+        chat_id=chat,
+        customer=context.customer.id,
+        state=state,
         created_at=now,
         expires_at=now + CHECKOUT_SESSION_TTL,
         order=order_id,
