@@ -33,11 +33,18 @@ from bot.handlers.fallback import on_unmatched_payment
 from bot.updates import Answer, Refused
 from commerce import catalogue, ledger
 from commerce import providers as methods
-from commerce.checkout import CheckoutRejected, checkout
+from commerce.checkout import MAINTENANCE_ACTIVE, CheckoutRejected, checkout
 from commerce.orders import OrderRejected, create_order
-from commerce.payments import SETTLED
+from commerce.payments import REPLAYED, SETTLED
 from commerce.stars import CURRENCY as STARS_CURRENCY
-from commerce.stars import StarsRejected, order_of, precheck_stars, settle_stars_payment
+from commerce.stars import (
+    AMOUNT_MISMATCH,
+    ORDER_NOT_PENDING,
+    StarsRejected,
+    order_of,
+    precheck_stars,
+    settle_stars_payment,
+)
 from models.base import utcnow
 from models.bot import CHECKOUT_SESSION_TTL, BotCheckoutSession
 from models.commerce import Order
@@ -46,7 +53,7 @@ from ops import maintenance
 logger = logging.getLogger("omniflow.bot.buy")
 
 PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
-PRECHECK_TEXTS = ("order_not_pending", "amount_mismatch", "maintenance_active")
+PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
 
 
 def _refuse_plainly(context, query, key, **values):
@@ -162,7 +169,7 @@ def on_pay(query, context, plan_id, method, currency):
 
 
 def _refusal_for(context, query, code):
-    if code == "maintenance_active":
+    if code == MAINTENANCE_ACTIVE:
         return _refuse_plainly(context, query, "maintenance")
     if code == ledger.INSUFFICIENT_FUNDS:
         return _refuse_plainly(context, query, "insufficient_funds")
@@ -226,7 +233,7 @@ def _payment_page(context, chat, plan, method, currency, key, shop):
         )
     except CheckoutRejected as rejected:
         logger.warning("a payment page could not be made", extra={"error": rejected.code})
-        key_text = "maintenance" if rejected.code == "maintenance_active" else "payment_unavailable"
+        key_text = "maintenance" if rejected.code == MAINTENANCE_ACTIVE else "payment_unavailable"
         return [Answer("send", chat, context.text(key_text))]
     text = context.text(
         "pay_by_link", order=made.order_id, plan=plan.name, price=texts.money(made.amount_minor, made.currency)
@@ -267,7 +274,7 @@ def on_successful_payment(message, context):
     if applied.outcome == SETTLED:
         price = texts.money(payment.total_amount, payment.currency)
         context.send(message.chat.id, context.text("payment_received", price=price))
-    elif applied.outcome != "replayed":
+    elif applied.outcome != REPLAYED:
         # The money arrived but paid nothing (an amount or order that did not match):
         # apply_payment queued the operator notice that gets it refunded or settled by hand.
         context.send(message.chat.id, context.text("payment_unmatched"))
