@@ -80,3 +80,16 @@ def test_a_panel_that_does_not_answer_leaves_the_link_out_and_says_so(bot, fake_
     text = shown(fake_telegram)["text"]
     assert "traffic used ?" in text and "Link" not in text
     assert text.endswith("The link can't be shown right now. Please try again in a minute.")
+
+
+def test_an_answer_that_fails_after_the_commit_is_logged_and_the_update_stays_applied(
+    bot, fake_telegram, subscription, monkeypatch, caplog
+):
+    def broken(remote_user_id):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(services, "remote_user", broken)
+    fake_telegram.press(ANN, keyboards.data(keyboards.QR_CODE, subscription.id))
+    assert bot.drain() == [APPLIED]
+    assert fake_telegram.accepted("sendPhoto") == []
+    assert "an answer could not be made" in caplog.text
