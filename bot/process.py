@@ -8,9 +8,10 @@ anything more). The bot inserts jobs (through the services it calls) and
 never runs them: it starts no consumer.
 
 Threads: the main thread polls and applies updates; one sends their answers
-(bot/updates.py AnswerSender); one renews the lease;
-one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set;
-one queues the customer lifecycle notices (bot/lifecycle.py).
+(bot/updates.py AnswerSender); one renews the lease; one delivers customer
+notices (bot/customer_notices.py); one queues the customer lifecycle notices
+(bot/lifecycle.py); one runs the operator notifier when
+APP_TELEGRAM_OPERATOR_CHAT_ID is set.
 SIGTERM while the main thread waits in getUpdates aborts that call at once
 (nothing read is lost: unconfirmed updates are delivered again); while it
 applies an update, the update is finished first.
@@ -22,6 +23,7 @@ import signal
 import threading
 
 from bot import handlers, services
+from bot.customer_notices import CustomerNoticeLoop
 from bot.lease import BotLease, LeaseLost
 from bot.lifecycle import LifecycleNotices
 from bot.notifier import OperatorNotifier
@@ -95,6 +97,7 @@ class BotProcess:
         handlers.register(bot, applier)
         threads = [
             threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True),
+            threading.Thread(target=CustomerNoticeLoop(bot, self.stop).run, name="customer-notices", daemon=True),
             threading.Thread(target=LifecycleNotices(self.stop).run, name="lifecycle-notices", daemon=True),
         ]
         if self.settings.telegram_operator_chat_id:

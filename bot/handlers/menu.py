@@ -1,4 +1,4 @@
-"""The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions) or answered here."""
+"""The main menu's buttons: each press is validated, then handed to its flow (buy, subscriptions) or answered here."""
 
 from bot import keyboards
 from bot.handlers import buy, subscriptions
@@ -19,7 +19,7 @@ def on_press(query, context):
         subscriptions.on_subscriptions(query, context)
         return
     if press.action == keyboards.QR_CODE:
-        subscriptions.on_qr(query, context, int(press.argument))
+        subscriptions.on_qr(query, context, press.argument)
         return
     chat, message_id = query.message.chat.id, query.message.message_id
     if press.action == keyboards.MENU:
