@@ -173,7 +173,7 @@ def cmd_web(args):
     serve(create_app(settings), settings.port, **server_options(settings))
 
 
-BOT_POOL_SIZE = 6  # the polling thread, the lease, the notifier, and slack
+BOT_POOL_SIZE = 14  # polling, the lease, each loop, the campaign senders (bot/campaigns.py SENDERS), and slack
 
 
 def cmd_bot(args):

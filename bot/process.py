@@ -9,7 +9,8 @@ never runs them: it starts no consumer.
 
 Threads: the main thread polls and applies updates; one renews the lease;
 one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set;
-one queues the customer lifecycle notices (bot/lifecycle.py).
+one queues the customer lifecycle notices (bot/lifecycle.py); one delivers
+campaigns and announcements (bot/campaigns.py).
 SIGTERM while the main thread waits in getUpdates aborts that call at once
 (nothing read is lost: unconfirmed updates are delivered again); while it
 applies an update, the update is finished first.
@@ -21,6 +22,7 @@ import signal
 import threading
 
 from bot import handlers
+from bot.campaigns import CampaignDelivery
 from bot.lease import BotLease, LeaseLost
 from bot.lifecycle import LifecycleNotices
 from bot.notifier import OperatorNotifier
@@ -91,6 +93,11 @@ class BotProcess:
         threads = [
             threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True),
             threading.Thread(target=LifecycleNotices(self.stop).run, name="lifecycle-notices", daemon=True),
+            threading.Thread(
+                target=CampaignDelivery(bot, self.stop, self.settings.telegram_delivery_rate).run,
+                name="campaign-delivery",
+                daemon=True,
+            ),
         ]
         if self.settings.telegram_operator_chat_id:
             notifier = OperatorNotifier(bot, self.settings.telegram_operator_chat_id, self.stop)

@@ -3,7 +3,20 @@
 import bottle
 
 from commerce import providers
-from web import admin, backoffice, backoffice_pages, checkout, health, metrics, openapi, pages, panel, problems, webhooks
+from web import (
+    admin,
+    backoffice,
+    backoffice_pages,
+    campaigns,
+    checkout,
+    health,
+    metrics,
+    openapi,
+    pages,
+    panel,
+    problems,
+    webhooks,
+)
 
 WEB_THREADS = 8
 
@@ -18,6 +31,7 @@ def create_app(settings):
     app.merge(webhooks.build(offered))
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
+    app.merge(campaigns.build())
     app.merge(metrics.build(settings.operator_token))
     app.merge(openapi.build())
     app.merge(pages.build(secure_cookies=settings.cookie_secure))

@@ -13,7 +13,9 @@ from commerce import webhooks as webhook_intake
 from commerce.orders import ORDERABLE_KINDS
 from commerce.phase import PHASES
 from commerce.providers import PAYMENT_METHODS
+from models.campaigns import CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
+from ops import campaigns as ops_campaigns
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
 from models.payments import INTENT_STATUSES
 from web import admin, backoffice, panel
@@ -592,6 +594,7 @@ def document():
     }
     paths.update(_back_office_paths())
     paths.update(_commerce_paths())
+    paths.update(_campaign_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
     for path, item in paths.items():
         if path.startswith("/v1/panel/"):
@@ -914,6 +917,61 @@ def _commerce_paths():
         ),
         "/v1/webhooks/cryptobot": webhook(
             "Crypto Pay (CryptoBot) updates, signed", CRYPTOBOT_UPDATE, parameters=[signature]
+        ),
+    }
+
+
+CAMPAIGN = _object(
+    {
+        "id": INTEGER,
+        "kind": {"type": "string", "enum": list(CAMPAIGN_KINDS)},
+        "status": {"type": "string", "enum": list(CAMPAIGN_STATUSES)},
+        "recipients": INTEGER,
+        "createdBy": STRING,
+        "createdAt": TIME,
+        "finishedAt": TIME,
+        "delivery": _object({status: INTEGER for status in RECIPIENT_STATUSES}),
+    }
+)
+CAMPAIGN_REQUEST = _object(
+    {
+        "kind": {"type": "string", "enum": list(CAMPAIGN_KINDS), "description": "default: campaign"},
+        "text": {"type": "string", "minLength": 1, "maxLength": ops_campaigns.MAX_TEXT_LENGTH},
+        "customerIds": {
+            "type": "array",
+            "items": STRING,
+            "minItems": 1,
+            "maxItems": ops_campaigns.MAX_NAMED_CUSTOMERS,
+            "description": "only these customers; default: every customer the bot can reach",
+        },
+    },
+    ["text"],
+)
+
+
+def _campaign_paths():
+    return {
+        "/v1/panel/campaigns": {
+            "post": {
+                "summary": "Queue a campaign or an announcement for the bot to send (campaigns.write, audited"
+                " `campaign.created`)",
+                "security": SESSION,
+                "parameters": [REASON],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": CAMPAIGN_REQUEST}}},
+                "responses": {
+                    "201": _ok(_object({"campaign": CAMPAIGN}), "Queued"),
+                    "400": _error("`invalid_campaign_kind`, `invalid_campaign_text`, `invalid_audience`, …"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "422": _error("no customer in the audience can be reached through the bot (`empty_audience`)"),
+                },
+            }
+        },
+        "/v1/panel/campaigns/{campaignID}": _get(
+            "A campaign and its recipients per delivery status (campaigns.write)",
+            _object({"campaign": CAMPAIGN}),
+            [_id_parameter("campaignID")],
+            "no such campaign (`campaign_not_found`)",
         ),
     }
 

@@ -51,6 +51,7 @@ INVALID_SEARCH = "invalid_search"
 INVALID_TIME_ZONE = "invalid_time_zone"
 INVALID_REFUND_AMOUNT = "invalid_refund_amount"
 ORDER_NOT_REFUNDABLE = "order_not_refundable"
+INVALID_CAMPAIGN_ID = "invalid_campaign_id"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

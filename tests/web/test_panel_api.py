@@ -12,12 +12,14 @@ import jobs.fulfillment  # noqa: F401  (registers the fulfillment job kind the r
 from commerce.settlement import settle_order
 from fulfillment import rules
 from models.base import utcnow
-from models.commerce import Order, Subscription
+from models.campaigns import Campaign
+from models.commerce import Customer, Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
 from models.operators import OperatorSession
 from models.ops import AuditEvent
 from ops import operators
+from ops.campaigns import create_campaign
 from tests.support import commerce
 from tests.web.test_admin_api import assert_problem
 
@@ -665,7 +667,14 @@ ROUTES = [
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/pause", "subscriptions.write"),
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/resume", "subscriptions.write"),
     ("POST", "/v1/panel/orders/{order}/refund", "payments.write"),
+    ("POST", "/v1/panel/campaigns", "campaigns.write"),
+    ("GET", "/v1/panel/campaigns/{campaign}", "campaigns.write"),
 ]
+# Bodies of the routes that take more than the operator changes' {operation, requestId}.
+BODIES = {
+    "/v1/panel/system/maintenance": {"active": True},
+    "/v1/panel/campaigns": {"kind": "announcement", "text": "Maintenance tonight at 02:00 UTC."},
+}
 # Routes for any signed-in operator: who one is, Home (its sections follow the permissions), one's own time zone.
 SESSION_ROUTES = [
     ("GET", "/v1/panel/session"),
@@ -681,12 +690,15 @@ PERMISSION_SETS = [
     ["subscriptions.write"],
     ["payments.read"],
     ["payments.read", "payments.write"],
+    ["campaigns.write"],
     EVERYTHING,
 ]
 
 
-def paths(template, op=1, customer="c", subscription="s", order=1, payment=1):
-    return template.format(op=op, customer=customer, subscription=subscription, order=order, payment=payment)
+def paths(template, op=1, customer="c", subscription="s", order=1, payment=1, campaign=1):
+    return template.format(
+        op=op, customer=customer, subscription=subscription, order=order, payment=payment, campaign=campaign
+    )
 
 
 def paid_at_a_provider(order_id):
@@ -710,13 +722,15 @@ def test_permission_matrix(web, permissions):
     customer_id, subscription_id = provisioned()
     order_id = Entitlement.get(Entitlement.subscription == subscription_id).order_id
     payment_id = paid_at_a_provider(order_id)
+    Customer.update(telegram_id=424242).where(Customer.id == customer_id).execute()
+    campaign_id = create_campaign("announcement", "Hello", "alice", "matrix").id
     for index, (method, template, needed) in enumerate(ROUTES):
         op_id = operation_in("failed")
-        body = {"active": True} if "maintenance" in template else {"operation": "enable", "requestId": f"r{index}"}
-        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id)
+        body = BODIES.get(template) or {"operation": "enable", "requestId": f"r{index}"}
+        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id, campaign_id)
         answer = requests.request(method, web + path, headers=headers, json=body, timeout=10)
         if needed in permissions:
-            assert answer.status_code in (200, 202), (method, template, permissions, answer.text)
+            assert answer.status_code in (200, 201, 202), (method, template, permissions, answer.text)
         else:
             assert_problem(answer, 403, "forbidden")
             assert FulfillmentOperation.get_by_id(op_id).status == "failed"
@@ -732,6 +746,8 @@ def test_permission_matrix(web, permissions):
     if "payments.write" not in permissions:
         assert AuditEvent.select().where(AuditEvent.action == "panel.order.refunded").count() == 0
         assert Order.get_by_id(order_id).status != "refunded"
+    if "campaigns.write" not in permissions:
+        assert Campaign.select().count() == 1  # the test's own
 
 
 def test_every_panel_route_needs_a_session(web):
