@@ -18,12 +18,14 @@ MAX_CALLBACK_DATA_BYTES = 64
 MENU = "menu"
 SUBSCRIPTIONS = "subs"
 LANGUAGE = "lang"
+SUPPORT = "support"
 
 # action -> the arguments it takes (None: no argument)
 ACTIONS = {
     MENU: None,
     SUBSCRIPTIONS: None,
     LANGUAGE: re.compile("|".join(texts.LANGUAGES) + "|"),
+    SUPPORT: None,
 }
 
 
@@ -67,6 +69,7 @@ def main_menu(language):
         [
             [(texts.text(language, "button_subscriptions"), data(SUBSCRIPTIONS))],
             [(texts.text(language, "button_language"), data(LANGUAGE))],
+            [(texts.text(language, "button_support"), data(SUPPORT))],
         ]
     )
 

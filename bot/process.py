@@ -10,7 +10,8 @@ never runs them: it starts no consumer.
 Threads: the main thread polls and applies updates; one renews the lease;
 one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set;
 one queues the customer lifecycle notices (bot/lifecycle.py); one delivers
-campaigns and announcements (bot/campaigns.py).
+campaigns and announcements (bot/campaigns.py); one pushes operators'
+support replies (bot/support_push.py).
 SIGTERM while the main thread waits in getUpdates aborts that call at once
 (nothing read is lost: unconfirmed updates are delivered again); while it
 applies an update, the update is finished first.
@@ -27,6 +28,7 @@ from bot.lease import BotLease, LeaseLost
 from bot.lifecycle import LifecycleNotices
 from bot.notifier import OperatorNotifier
 from bot.polling import Poller
+from bot.support_push import SupportReplyPush
 from bot.updates import UpdateApplier
 from integrations import telegram
 from models.base import db
@@ -89,7 +91,7 @@ class BotProcess:
         telegram.configure(self.settings.telegram_api_url)
         bot = telegram.new_bot(self.settings.telegram_bot_token)
         applier = UpdateApplier(bot, self.lease, self.stop)
-        handlers.register(bot, applier)
+        handlers.register(bot, applier, self.settings)
         threads = [
             threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True),
             threading.Thread(target=LifecycleNotices(self.stop).run, name="lifecycle-notices", daemon=True),
@@ -98,6 +100,7 @@ class BotProcess:
                 name="campaign-delivery",
                 daemon=True,
             ),
+            threading.Thread(target=SupportReplyPush(bot, self.stop).run, name="support-push", daemon=True),
         ]
         if self.settings.telegram_operator_chat_id:
             notifier = OperatorNotifier(bot, self.settings.telegram_operator_chat_id, self.stop)

@@ -15,6 +15,7 @@ from web import (
     pages,
     panel,
     problems,
+    support,
     webhooks,
 )
 
@@ -32,6 +33,7 @@ def create_app(settings):
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
     app.merge(campaigns.build())
+    app.merge(support.build())
     app.merge(metrics.build(settings.operator_token))
     app.merge(openapi.build())
     app.merge(pages.build(secure_cookies=settings.cookie_secure))

@@ -52,6 +52,8 @@ INVALID_TIME_ZONE = "invalid_time_zone"
 INVALID_REFUND_AMOUNT = "invalid_refund_amount"
 ORDER_NOT_REFUNDABLE = "order_not_refundable"
 INVALID_CAMPAIGN_ID = "invalid_campaign_id"
+INVALID_TICKET_ID = "invalid_ticket_id"
+INVALID_TICKET_STATUS = "invalid_ticket_status"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

@@ -1,6 +1,7 @@
-"""The main menu's buttons: back to the menu, my subscriptions, the language. Every press is validated first."""
+"""The main menu's buttons: back to the menu, my subscriptions, the language, support. Every press is validated first."""
 
 from bot import keyboards, texts
+from bot.handlers import support
 from commerce import customers
 
 DATE_FORMAT = "%Y-%m-%d %H:%M"
@@ -18,6 +19,8 @@ def on_press(query, context):
         context.edit(chat, message_id, subscriptions_text(context), keyboards.back(context.language))
     elif press.action == keyboards.LANGUAGE and not press.argument:
         context.edit(chat, message_id, context.text("language_prompt"), keyboards.language_menu(context.language))
+    elif press.action == keyboards.SUPPORT:
+        support.ask(context, chat, message_id)
     elif press.action == keyboards.LANGUAGE:
         customers.set_language(context.customer, press.argument)
         context.language = press.argument

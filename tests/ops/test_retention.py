@@ -44,6 +44,8 @@ KEPT = {
     # audit, operators (identity), notices, the maintenance switch
     "audit_events", "operator_notices", "customer_notices", "operators", "operator_sessions",
     "operator_login_failures", "maintenance_state",
+    # what operators sent through the bot, and the support conversations (attachments expire on their own)
+    "campaigns", "campaign_recipients", "support_tickets", "support_messages",
     # the queue (its own cleaner, SPEC 1.8) and the migration history
     "jobs", "job_workers", "job_leader", "job_periodic", "huey_kv", "huey_counters", "schema_migrations",
 }  # fmt: skip

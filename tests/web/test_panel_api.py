@@ -18,8 +18,10 @@ from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOpera
 from models.jobs import Job
 from models.operators import OperatorSession
 from models.ops import AuditEvent
+from models.support import SupportMessage
 from ops import operators
 from ops.campaigns import create_campaign
+from ops.support import customer_writes
 from tests.support import commerce
 from tests.web.test_admin_api import assert_problem
 
@@ -669,11 +671,15 @@ ROUTES = [
     ("POST", "/v1/panel/orders/{order}/refund", "payments.write"),
     ("POST", "/v1/panel/campaigns", "campaigns.write"),
     ("GET", "/v1/panel/campaigns/{campaign}", "campaigns.write"),
+    ("GET", "/v1/panel/support/tickets", "support.read"),
+    ("GET", "/v1/panel/support/tickets/{ticket}", "support.read"),
+    ("POST", "/v1/panel/support/tickets/{ticket}/replies", "support.write"),
 ]
 # Bodies of the routes that take more than the operator changes' {operation, requestId}.
 BODIES = {
     "/v1/panel/system/maintenance": {"active": True},
     "/v1/panel/campaigns": {"kind": "announcement", "text": "Maintenance tonight at 02:00 UTC."},
+    "/v1/panel/support/tickets/{ticket}/replies": {"text": "Try the Helsinki server, please."},
 }
 # Routes for any signed-in operator: who one is, Home (its sections follow the permissions), one's own time zone.
 SESSION_ROUTES = [
@@ -691,14 +697,17 @@ PERMISSION_SETS = [
     ["payments.read"],
     ["payments.read", "payments.write"],
     ["campaigns.write"],
+    ["support.read"],
+    ["support.read", "support.write"],
     EVERYTHING,
 ]
 
 
-def paths(template, op=1, customer="c", subscription="s", order=1, payment=1, campaign=1):
+def paths(template, op=1, customer="c", subscription="s", order=1, payment=1, campaign=1, ticket=1):
     return template.format(
-        op=op, customer=customer, subscription=subscription, order=order, payment=payment, campaign=campaign
-    )
+        op=op, customer=customer, subscription=subscription, order=order, payment=payment, campaign=campaign,
+        ticket=ticket,
+    )  # fmt: skip
 
 
 def paid_at_a_provider(order_id):
@@ -724,10 +733,11 @@ def test_permission_matrix(web, permissions):
     payment_id = paid_at_a_provider(order_id)
     Customer.update(telegram_id=424242).where(Customer.id == customer_id).execute()
     campaign_id = create_campaign("announcement", "Hello", "alice", "matrix").id
+    ticket_id = customer_writes(customer_id, 424242, "My VPN is slow")[0].id
     for index, (method, template, needed) in enumerate(ROUTES):
         op_id = operation_in("failed")
         body = BODIES.get(template) or {"operation": "enable", "requestId": f"r{index}"}
-        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id, campaign_id)
+        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id, campaign_id, ticket_id)
         answer = requests.request(method, web + path, headers=headers, json=body, timeout=10)
         if needed in permissions:
             assert answer.status_code in (200, 201, 202), (method, template, permissions, answer.text)
@@ -748,6 +758,8 @@ def test_permission_matrix(web, permissions):
         assert Order.get_by_id(order_id).status != "refunded"
     if "campaigns.write" not in permissions:
         assert Campaign.select().count() == 1  # the test's own
+    if "support.write" not in permissions:
+        assert SupportMessage.select().where(SupportMessage.author == "operator").count() == 0
 
 
 def test_every_panel_route_needs_a_session(web):
