@@ -51,6 +51,7 @@ JOB_KIND_MODULES = (
     "commerce.passes.payment_reconcile",
     "commerce.passes.renewal",
     "commerce.passes.lifecycle_sweep",
+    "commerce.provider_refund",
 )
 # Passes registered only when the worker has what they need (SPEC 5.2): the
 # module's register(settings) declares the pass, or answers why it did not.

@@ -230,8 +230,10 @@ def measure(name, system, ctx):
         log.info("%s: burn-down %d jobs in %.2f s = %.0f jobs/s",
                  name, ctx.jobs, elapsed, jobs_per_s)
 
-        # 2. Idle pickup latency: let the consumer go idle, then probe one by one.
-        time.sleep(ctx.idle_s)
+        # 2. Idle pickup latency: let the consumer go idle, then probe one by one
+        # (none in a calibration run, which only sizes N).
+        if ctx.probes:
+            time.sleep(ctx.idle_s)
         rng = random.Random(ctx.seed)
         latencies = []
         timeouts = in_a_row = 0
@@ -268,9 +270,11 @@ def measure(name, system, ctx):
         if timeouts:
             notes.append("%d probe(s) timed out, counted as %.0f ms"
                          % (timeouts, ctx.probe_timeout_s * 1000))
-        p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
-        log.info("%s: %d probes, pickup p50 %.1f ms, p99 %.1f ms",
-                 name, len(latencies), p50, p99)
+        p50 = percentile(latencies, 50) if latencies else None
+        p99 = percentile(latencies, 99) if latencies else None
+        if latencies:
+            log.info("%s: %d probes, pickup p50 %.1f ms, p99 %.1f ms",
+                     name, len(latencies), p50, p99)
     finally:
         exitcode = _stop_child(child, stop)
         if hasattr(system, "close"):
@@ -288,8 +292,8 @@ def measure(name, system, ctx):
         notes.append("consumer exit code %s" % exitcode)
     return {
         "jobs_per_s": round(jobs_per_s, 1),
-        "pickup_p50_ms": round(p50, 2),
-        "pickup_p99_ms": round(p99, 2),
+        "pickup_p50_ms": None if p50 is None else round(p50, 2),
+        "pickup_p99_ms": None if p99 is None else round(p99, 2),
         "notes": "; ".join(n for n in notes if n),
         "burn_down_s": round(elapsed, 3),
         "executed": executed,

@@ -1,12 +1,20 @@
 """Queue benchmark: Omniflow's job queue against peer queue systems.
 
-    python -m bench.queue [--systems a,b] [--jobs N] [--workers W] [--probes P] [--out PATH]
+    python -m bench.queue [--systems a,b] [--rounds R] [--min-burn-s S] [--jobs N]
+                          [--workers W] [--probes P] [--out PATH]
 
 This module owns the command line, the preconditions (bench-only Python
-dependencies, the bench database, Redis), the PostgreSQL commit ceiling, one
-fresh subprocess per system (``--one SYSTEM``) and the report (table + JSON).
-The measurement itself is ``bench.harness.measure()``; the systems live in
-``bench/systems/``.
+dependencies, the bench database, Redis), the PostgreSQL commit ceiling, the
+rounds (one fresh subprocess per system and round, ``--one SYSTEM``) and the
+report (table + JSON). The measurement itself is ``bench.harness.measure()``;
+the systems live in ``bench/systems/``.
+
+On a shared machine one short run per system measures the neighbours as much
+as the system: a calibration burn-down first sizes each system's N so that
+its burn-down lasts at least S seconds, then R rounds run every system once
+each, interleaved (the order rotating each round), so a busy minute falls on
+all systems alike; the figures are the medians over the rounds, with min and
+max beside them.
 """
 
 import argparse
@@ -48,6 +56,12 @@ REQUIREMENTS = os.path.join(ROOT, "bench", "requirements.txt")
 PEER_IMPORTS = ["psycopg", "psycopg_pool", "procrastinate", "redis"]
 RESULT_PREFIX = "RESULT "
 SYSTEM_TIMEOUT_S = 240  # hard limit for one system's subprocess
+CALIBRATION_JOBS = 3000  # the calibration burn-down's N (its rate sizes the rounds' N)
+# N is sized for this multiple of --min-burn-s at the calibrated rate: a round
+# can run faster than the calibration did (a quieter minute, warm caches, and
+# a short calibration burn-down counts its ramp-up against the rate).
+BURN_MARGIN = 2.0
+JOBS_STEP = 1000  # N is rounded up to a multiple of this
 
 log = logging.getLogger("bench")
 
@@ -209,11 +223,11 @@ def run_one(args):
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def run_subprocess(name, args, tmpdir, dsn, redis_url):
+def run_subprocess(name, args, tmpdir, dsn, redis_url, jobs, probes):
     """Run `--one name` in a fresh interpreter; return (result or None, error)."""
     cmd = [sys.executable, "-m", "bench.queue", "--one", name,
-           "--jobs", str(args.jobs), "--workers", str(args.workers),
-           "--probes", str(args.probes), "--probe-timeout", str(args.probe_timeout),
+           "--jobs", str(jobs), "--workers", str(args.workers),
+           "--probes", str(probes), "--probe-timeout", str(args.probe_timeout),
            "--probe-budget", str(args.probe_budget),
            "--pg-dsn", dsn, "--redis-url", redis_url, "--tmpdir", tmpdir]
     # A session of its own, so the whole tree (consumer child included) can be
@@ -247,22 +261,68 @@ def _reap_group(pgid, name):
 # --- report -------------------------------------------------------------------
 
 
+def median(values):
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2.0
+
+
+def spread(values, digits=1):
+    """{median, min, max} of a list of figures (the report's form of every measured figure)."""
+    return {"median": round(median(values), digits), "min": round(min(values), digits),
+            "max": round(max(values), digits)}
+
+
+def summarise(name, rounds):
+    """One system's figures over its successful rounds: medians, with min/max beside them."""
+    rates = [r["jobs_per_s"] for r in rounds]
+    p50s = [r["pickup_p50_ms"] for r in rounds if r["pickup_p50_ms"] is not None]
+    p99s = [r["pickup_p99_ms"] for r in rounds if r["pickup_p99_ms"] is not None]
+    notes = []
+    for r in rounds:  # each distinct note once, in the order first seen
+        for note in r["notes"].split("; "):
+            if note and note not in notes:
+                notes.append(note)
+    out = {
+        "jobs_per_s": round(median(rates), 1),
+        "jobs_per_s_min": round(min(rates), 1),
+        "jobs_per_s_max": round(max(rates), 1),
+        "pickup_p50_ms": round(median(p50s), 2) if p50s else None,
+        "pickup_p99_ms": round(median(p99s), 2) if p99s else None,
+        "pickup_p50_ms_range": [min(p50s), max(p50s)] if p50s else None,
+        "pickup_p99_ms_range": [min(p99s), max(p99s)] if p99s else None,
+        "burn_down_s_min": min(r["burn_down_s"] for r in rounds),
+        "rounds_ok": len(rounds),
+        "notes": "; ".join(notes),
+    }
+    return out
+
+
 def _ratio(results, name, ref):
     if ref not in results:
         return None
     return round(results[name]["jobs_per_s"] / results[ref]["jobs_per_s"], 3)
 
 
+def _round_ratios(per_round, name, ref):
+    """The ratio name/ref within each round both ran in: a busy round slows both alike."""
+    ratios = [r[name]["jobs_per_s"] / r[ref]["jobs_per_s"]
+              for r in per_round if name in r and ref in r]
+    return spread(ratios, 3) if ratios else None
+
+
 def print_table(results, skipped, ceiling):
-    header = ["system", "jobs/s", "x huey-postgres", "x huey-redis",
+    header = ["system", "N", "jobs/s (median)", "min", "max", "x huey-postgres", "x huey-redis",
               "pickup p50 ms", "pickup p99 ms", "notes"]
     rows = []
+    fmt = lambda x: "-" if x is None else "%.2f" % x  # noqa: E731
+    fmt1 = lambda x: "-" if x is None else "%.1f" % x  # noqa: E731
     for name, r in results.items():
-        fmt = lambda x: "-" if x is None else "%.2f" % x  # noqa: E731
-        rows.append([name, "%.0f" % r["jobs_per_s"],
+        rows.append([name, str(r["jobs"]), "%.0f" % r["jobs_per_s"], "%.0f" % r["jobs_per_s_min"],
+                     "%.0f" % r["jobs_per_s_max"],
                      fmt(_ratio(results, name, "huey-postgres")),
                      fmt(_ratio(results, name, "huey-redis")),
-                     "%.1f" % r["pickup_p50_ms"], "%.1f" % r["pickup_p99_ms"], r["notes"]])
+                     fmt1(r["pickup_p50_ms"]), fmt1(r["pickup_p99_ms"]), r["notes"]])
     widths = [max(len(str(row[i])) for row in rows + [header]) for i in range(len(header) - 1)]
     line = lambda row: "  ".join(  # noqa: E731
         [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
@@ -273,7 +333,13 @@ def print_table(results, skipped, ceiling):
         print(line(row))
     for name, reason in skipped.items():
         print("%s: skipped (%s)" % (name, reason))
-    print("pg_commit_ceiling_tps: %.0f" % ceiling)
+    print("pg_commit_ceiling_tps: median %.0f (min %.0f, max %.0f)"
+          % (ceiling["median"], ceiling["min"], ceiling["max"]))
+
+
+def load_average():
+    """The 1-minute load average: how busy the shared machine was."""
+    return round(os.getloadavg()[0], 2)
 
 
 def machine_info(dsn):
@@ -308,12 +374,20 @@ def write_json(path, data):
 # --- main ---------------------------------------------------------------------
 
 
+def sized_jobs(rate, args):
+    """N for a system whose calibration burned down `rate` jobs/s: a burn-down of >= --min-burn-s."""
+    wanted = rate * args.min_burn_s * BURN_MARGIN
+    return max(args.jobs, int(-(-wanted // JOBS_STEP)) * JOBS_STEP)
+
+
 def run_all(args):
     t_start = time.monotonic()
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         sys.exit("unknown system(s): %s (known: %s)" % (", ".join(unknown), ", ".join(SYSTEMS)))
+    if args.rounds < 1:
+        sys.exit("--rounds must be at least 1")
 
     ensure_peer_dependencies()
     dsn = args.pg_dsn or bench_dsn()
@@ -325,49 +399,106 @@ def run_all(args):
     for name in names:
         if importlib.util.find_spec(SYSTEMS[name]) is None:
             skipped[name] = "%s.py does not exist yet" % SYSTEMS[name].replace(".", "/")
+    running = [n for n in names if n not in skipped]
 
-    ceiling, ceiling_method = pg_commit_ceiling(dsn, args.workers)
-    log.info("pg commit ceiling: %.0f tps (%s)", ceiling, ceiling_method)
-
-    results = {}
+    jobs = {}  # system -> N for its rounds
+    calibration = {}
+    per_round = []  # [{system: result}] per round
+    errors = {name: [] for name in running}
+    ceilings, ceiling_method = [], None
+    loads = [load_average()]
     tmpdir = tempfile.mkdtemp(prefix="omniflow-bench-")
     try:
-        for name in names:
-            if name in skipped:
-                log.info("%s: skipped (%s)", name, skipped[name])
+        # Calibration: a short burn-down (no probes) per system; its rate sizes N.
+        # It doubles as the warm-up (first imports, PostgreSQL's caches).
+        for name in running:
+            if args.jobs_fixed:
+                jobs[name] = args.jobs
                 continue
-            log.info("%s: running", name)
-            t0 = time.monotonic()
-            result, error = run_subprocess(name, args, tmpdir, dsn, redis_url)
+            result, error = run_subprocess(name, args, tmpdir, dsn, redis_url, CALIBRATION_JOBS, 0)
             if result is None:
-                skipped[name] = "failed: " + error
-                log.error("%s: %s", name, error)
-            else:
+                skipped[name] = "failed in calibration: " + error
+                log.error("%s: calibration: %s", name, error)
+                continue
+            jobs[name] = sized_jobs(result["jobs_per_s"], args)
+            calibration[name] = {"jobs": CALIBRATION_JOBS, "jobs_per_s": result["jobs_per_s"]}
+            log.info("%s: calibrated at %.0f jobs/s: N = %d", name, result["jobs_per_s"], jobs[name])
+        running = [n for n in running if n in jobs]
+
+        for k in range(args.rounds):
+            ceiling, ceiling_method = pg_commit_ceiling(dsn, args.workers)
+            ceilings.append(ceiling)
+            log.info("round %d: pg commit ceiling %.0f tps (%s)", k + 1, ceiling, ceiling_method)
+            # The order rotates, so no system always runs first (or right after a heavy one).
+            order = running[k % len(running):] + running[:k % len(running)] if running else []
+            this_round = {}
+            for name in order:
+                load = load_average()
+                loads.append(load)
+                log.info("round %d: %s (N %d, load %.2f)", k + 1, name, jobs[name], load)
+                t0 = time.monotonic()
+                result, error = run_subprocess(name, args, tmpdir, dsn, redis_url, jobs[name], args.probes)
+                if result is None:
+                    errors[name].append("round %d: %s" % (k + 1, error))
+                    log.error("%s: round %d: %s", name, k + 1, error)
+                    continue
                 result["wall_s"] = round(time.monotonic() - t0, 1)
-                results[name] = result
+                result["round"] = k + 1
+                result["load_1min"] = load
+                this_round[name] = result
+            per_round.append(this_round)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
         if started_redis:
             stop_redis(redis_url)
+    loads.append(load_average())
+
+    results = {}
+    for name in running:
+        rounds = [r[name] for r in per_round if name in r]
+        if not rounds:
+            skipped[name] = "failed in every round: " + " | ".join(errors[name])
+            continue
+        results[name] = summarise(name, rounds)
+        results[name]["jobs"] = jobs[name]
+        if errors[name]:
+            results[name]["errors"] = errors[name]
+        if results[name]["burn_down_s_min"] < args.min_burn_s:
+            results[name]["notes"] += "; a burn-down lasted %.2f s, under %.0f s" % (
+                results[name]["burn_down_s_min"], args.min_burn_s)
+        results[name]["rounds"] = rounds
 
     wall_s = time.monotonic() - t_start
+    ceiling_spread = spread(ceilings) if ceilings else {"median": 0, "min": 0, "max": 0}
     data = {
-        "jobs": args.jobs,
+        "rounds": args.rounds,
+        "min_burn_s": args.min_burn_s,
         "workers": args.workers,
         "probes": args.probes,
-        "pg_commit_ceiling_tps": round(ceiling, 1),
+        "figures": "per system, jobs_per_s and pickup_*_ms are medians over the rounds; "
+                   "jobs_per_s_min/max beside them; every system has its own N (jobs)",
+        "pg_commit_ceiling_tps": ceiling_spread["median"],
+        "pg_commit_ceiling_tps_range": [ceiling_spread["min"], ceiling_spread["max"]],
         "pg_commit_ceiling_method": ceiling_method,
+        "calibration": calibration,
         "systems": results,  # only systems that actually ran
         "ratios": {name: {"vs_huey_postgres": _ratio(results, name, "huey-postgres"),
-                          "vs_huey_redis": _ratio(results, name, "huey-redis")}
+                          "vs_huey_postgres_per_round": _round_ratios(per_round, name, "huey-postgres"),
+                          "vs_huey_redis": _ratio(results, name, "huey-redis"),
+                          "vs_huey_redis_per_round": _round_ratios(per_round, name, "huey-redis")}
                    for name in results},
         "skipped": skipped,
+        "load_1min": spread(loads, 2),
         "machine": machine_info(dsn),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "wall_s": round(wall_s, 1),
     }
     write_json(args.out, data)
     print()
-    print_table(results, skipped, ceiling)
+    print_table(results, skipped, ceiling_spread)
+    print("load average (1 min) during the run: median %.2f, min %.2f, max %.2f on %d cpus"
+          % (data["load_1min"]["median"], data["load_1min"]["min"], data["load_1min"]["max"],
+             os.cpu_count()))
     print("wrote %s; total wall time %.0f s" % (args.out, wall_s))
 
 
@@ -375,7 +506,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench.queue", description=__doc__.split("\n")[0])
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help="comma-separated subset of: " + ", ".join(SYSTEMS))
-    parser.add_argument("--jobs", type=int, default=5000, help="N no-op jobs for the burn-down")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="R rounds, every system once per round, interleaved; medians reported")
+    parser.add_argument("--min-burn-s", type=float, default=3.0,
+                        help="size each system's N so its burn-down lasts at least this long")
+    parser.add_argument("--jobs", type=int, default=5000,
+                        help="N no-op jobs for the burn-down: the least N (raised per system by "
+                             "the calibration), or with --jobs-fixed every system's N")
+    parser.add_argument("--jobs-fixed", action="store_true",
+                        help="no calibration: every system burns down exactly --jobs jobs")
     parser.add_argument("--workers", type=int, default=8, help="W consumer threads")
     parser.add_argument("--probes", type=int, default=100, help="P idle pickup probes")
     parser.add_argument("--out", default=os.path.join("bench", "results", "queue.json"))

@@ -18,6 +18,13 @@ MAX_CALLBACK_DATA_BYTES = 64
 MENU = "menu"
 SUBSCRIPTIONS = "subs"
 LANGUAGE = "lang"
+BUY = "buy"
+PLAN = "plan"  # plan:<plan id>: the ways to pay for it
+PAY = "pay"  # pay:<plan id>:<method>:<currency>
+QR_CODE = "qr"  # qr:<subscription id>: its link as a QR code image
+
+PAYMENT_METHODS = ("stars", "wallet", "yookassa", "cryptobot")
+_ID = r"[1-9][0-9]{0,17}"
 SUPPORT = "support"
 
 # action -> the arguments it takes (None: no argument)
@@ -25,6 +32,10 @@ ACTIONS = {
     MENU: None,
     SUBSCRIPTIONS: None,
     LANGUAGE: re.compile("|".join(texts.LANGUAGES) + "|"),
+    BUY: None,
+    PLAN: re.compile(_ID),
+    PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
+    QR_CODE: re.compile(_ID),
     SUPPORT: None,
 }
 
@@ -67,6 +78,7 @@ def _markup(rows):
 def main_menu(language):
     return _markup(
         [
+            [(texts.text(language, "button_buy"), data(BUY))],
             [(texts.text(language, "button_subscriptions"), data(SUBSCRIPTIONS))],
             [(texts.text(language, "button_language"), data(LANGUAGE))],
             [(texts.text(language, "button_support"), data(SUPPORT))],
@@ -85,3 +97,35 @@ def language_menu(language):
 
 def back(language):
     return _markup([[(texts.text(language, "button_back"), data(MENU))]])
+
+
+def plans(language, offers):
+    """One button per plan on sale: [(plan id, label)]."""
+    rows = [[(label, data(PLAN, str(plan_id)))] for plan_id, label in offers]
+    rows.append([(texts.text(language, "button_back"), data(MENU))])
+    return _markup(rows)
+
+
+def payment_methods(language, plan_id, choices):
+    """One button per way of paying: [(method, currency, label)]."""
+    rows = [[(label, data(PAY, f"{plan_id}:{method}:{currency}"))] for method, currency, label in choices]
+    rows.append([(texts.text(language, "button_back"), data(BUY))])
+    return _markup(rows)
+
+
+def payment_link(language, url):
+    """The hosted provider's page, opened by the button (a URL button carries no callback data)."""
+    markup = InlineKeyboardMarkup()
+    markup.row(InlineKeyboardButton(texts.text(language, "button_pay_link"), url=url))
+    markup.row(InlineKeyboardButton(texts.text(language, "button_back"), callback_data=data(MENU)))
+    return markup
+
+
+def subscriptions(language, subscription_ids):
+    """A QR code button per subscription whose link can be shown, and back."""
+    rows = [
+        [(texts.text(language, "button_qr", number=number), data(QR_CODE, str(subscription_id)))]
+        for number, subscription_id in enumerate(subscription_ids, 1)
+    ]
+    rows.append([(texts.text(language, "button_back"), data(MENU))])
+    return _markup(rows)

@@ -22,7 +22,7 @@ import logging
 import signal
 import threading
 
-from bot import handlers
+from bot import handlers, services
 from bot.campaigns import CampaignDelivery
 from bot.lease import BotLease, LeaseLost
 from bot.lifecycle import LifecycleNotices
@@ -89,6 +89,7 @@ class BotProcess:
         logger.info("bot lease taken; polling", extra={"worker_id": self.lease.holder_id})
 
         telegram.configure(self.settings.telegram_api_url)
+        services.configure(self.settings)
         bot = telegram.new_bot(self.settings.telegram_bot_token)
         applier = UpdateApplier(bot, self.lease, self.stop)
         handlers.register(bot, applier, self.settings)

@@ -59,12 +59,13 @@ class DatabaseUnavailable(Exception):
 
 @dataclass
 class Answer:
-    method: str  # send, edit, callback, pre_checkout
-    target: object  # chat id, (chat id, message id), or a query id
+    method: str  # send, edit, callback, pre_checkout, invoice, photo, later
+    target: object  # chat id, (chat id, message id), a query id, or (later) what makes the answers
     text: str = ""
     keyboard: object = None
     alert: bool = False
     ok: bool = True
+    payload: object = None  # an invoice's fields, a photo's bytes
 
 
 @dataclass
@@ -90,6 +91,20 @@ class Context:
 
     def answer_pre_checkout(self, query_id, ok, text=""):
         self.answers.append(Answer("pre_checkout", query_id, text, ok=ok))
+
+    def send_invoice(self, chat_id, invoice, text=""):
+        """sendInvoice with commerce.checkout's fields (title, description, payload, currency, amount)."""
+        self.answers.append(Answer("invoice", chat_id, text, payload=invoice))
+
+    def send_photo(self, chat_id, content, caption="", keyboard=None):
+        self.answers.append(Answer("photo", chat_id, caption, keyboard, payload=content))
+
+    def later(self, make_answers):
+        """Answers made after the commit, outside the update's transaction: for what needs an
+        outside service (the panel, a payment provider), so no HTTP call holds the transaction
+        open. `make_answers()` returns a list of Answers; it must be safe to lose (a crash after
+        the commit loses every answer) and to run once."""
+        self.answers.append(Answer("later", make_answers))
 
     def text(self, key, **values):
         return texts.text(self.language, key, **values)
@@ -194,7 +209,17 @@ class UpdateApplier:
 
     def deliver(self, answers):
         for answer in answers:
+            if answer.method == "later":
+                self.deliver(self._made_later(answer.target))
+                continue
             self._deliver_one(answer, retry=True)
+
+    def _made_later(self, make_answers):
+        try:
+            return list(make_answers())
+        except Exception:
+            logger.exception("an answer could not be made", extra={"task": "answer"})
+            return []
 
     def _deliver_one(self, answer, retry):
         method, function, args, kwargs = self._call_of(answer)
@@ -221,6 +246,22 @@ class UpdateApplier:
                 bot.edit_message_text,
                 (answer.text, chat, message_id),
                 {"reply_markup": answer.keyboard},
+            )
+        if answer.method == "invoice":
+            invoice = answer.payload
+            prices = [telegram.labeled_price(invoice["title"], invoice["amount"])]
+            return (
+                "sendInvoice",
+                bot.send_invoice,
+                (answer.target, invoice["title"], invoice["description"], invoice["payload"], None),
+                {"currency": invoice["currency"], "prices": prices},
+            )
+        if answer.method == "photo":
+            return (
+                "sendPhoto",
+                bot.send_photo,
+                (answer.target, answer.payload),
+                {"caption": answer.text or None, "reply_markup": answer.keyboard},
             )
         if answer.method == "callback":
             return (

@@ -1,4 +1,4 @@
-"""Customers as the bot knows them: found or created from a Telegram user, their language, their subscriptions.
+"""Customers as the bot knows them: found or created from a Telegram user, and their language.
 
 Each function runs in the caller's transaction (the bot's update transaction).
 """
@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from peewee import IntegrityError
 
 from models.base import db
-from models.commerce import Customer, Plan, Subscription
-from models.fulfillment import Entitlement
+from models.commerce import Customer
 
 MAX_NAME_LENGTH = 128
 
@@ -26,13 +25,6 @@ class TelegramIdentity:
     def display_name(self):
         name = " ".join(part for part in (self.first_name, self.last_name) if part).strip()
         return (name or self.username or f"user {self.telegram_id}")[:MAX_NAME_LENGTH]
-
-
-@dataclass(frozen=True)
-class SubscriptionSummary:
-    plan_name: str
-    status: str
-    ends_at: object
 
 
 def find_by_telegram(telegram_id):
@@ -71,21 +63,3 @@ def customer_for_telegram(identity, language):
 def set_language(customer, language):
     Customer.update(language_code=language).where(Customer.id == customer.id).execute()
 
-
-def subscriptions_of(customer):
-    """The current entitlement of each of the customer's subscriptions, by slot."""
-    current = (
-        Entitlement.select(Entitlement.subscription, Entitlement.status, Entitlement.ends_at, Plan.name)
-        .join(Plan)
-        .switch(Entitlement)
-        .join(Subscription)
-        .where(Subscription.customer == customer.id, Entitlement.status != "superseded")
-        .order_by(Subscription.slot, Entitlement.id.desc())
-    )
-    summaries, seen = [], set()
-    for entitlement in current:
-        if entitlement.subscription_id in seen:
-            continue
-        seen.add(entitlement.subscription_id)
-        summaries.append(SubscriptionSummary(entitlement.plan.name, entitlement.status, entitlement.ends_at))
-    return summaries

@@ -6,7 +6,9 @@ APP_YOOKASSA_API_URL), CryptoBot with APP_CRYPTOBOT_TOKEN (API at
 APP_CRYPTOBOT_API_URL). The dev stack and the tests point those URLs at the
 fakes (fakes/yookassa.py, fakes/cryptobot.py). Telegram Stars has no adapter
 here: the bot sends the invoice and settles the payment (commerce/stars.py),
-so it is always offered. `wallet` pays from the customer's balance.
+so it is always offered. `wallet` pays from the customer's balance. A Stars
+refund is one Bot API call (integrations/payments/stars.py), made by the
+worker with APP_TELEGRAM_BOT_TOKEN at APP_TELEGRAM_API_URL: `refund_adapter`.
 
 The web process builds its providers once in create_app and hands them to
 its routes; a process without a web app (the worker's payment_reconcile)
@@ -16,6 +18,7 @@ test or the bootstrap set one with `use()`.
 
 from integrations.payments.amounts import CRYPTO_ASSETS, EXPONENTS, FIAT_CURRENCIES
 from integrations.payments.cryptobot import CryptoBotProvider
+from integrations.payments.stars import StarsRefunds
 from integrations.payments.yookassa import YooKassaProvider
 
 YOOKASSA = "yookassa"
@@ -31,6 +34,7 @@ PROVIDER_NOT_CONFIGURED = "provider_not_configured"
 PROVIDER_CURRENCY_UNSUPPORTED = "provider_currency_unsupported"
 
 _process_providers = None
+_process_stars = None
 
 
 class ProviderNotConfigured(LookupError):
@@ -62,6 +66,27 @@ def process_providers():
 
         _process_providers = from_settings(load_settings())
     return _process_providers
+
+
+def use_stars(refunds):
+    """Set this process's Stars refunder (tests); None: build it from the settings on next use."""
+    global _process_stars
+    _process_stars = refunds
+
+
+def refund_adapter(name):
+    """What refunds a payment made at `name` in this process; ProviderNotConfigured when nothing can."""
+    global _process_stars
+    if name != STARS:
+        return adapter(process_providers(), name)
+    if _process_stars is None:
+        from config.settings import load_settings
+
+        settings = load_settings()
+        if not settings.telegram_bot_token:
+            raise ProviderNotConfigured("stars refunds need APP_TELEGRAM_BOT_TOKEN")
+        _process_stars = StarsRefunds(settings.telegram_bot_token, settings.telegram_api_url)
+    return _process_stars
 
 
 def adapter(providers, name):

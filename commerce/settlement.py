@@ -42,7 +42,6 @@ from peewee import IntegrityError
 from commerce import ledger
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import enqueue_operation, find_operation
-from fulfillment.revocation import revoke_access
 from fulfillment.rules import NOTICE_ORDER_PAID
 from models.base import db, utcnow
 from models.catalogue import TrialActivation
@@ -331,38 +330,3 @@ def _carried_pause(order, current, starts_at):
     if current is None or current.paused_at is None:
         return None
     return current.paused_at if order.operation in CONTINUES_PERIOD else starts_at
-
-
-REFUNDABLE_STATES = ("paid", "fulfilled", "partially_refunded")
-
-
-def refund_order(order_id, amount_minor=None):
-    """Refund a paid order, in full (`amount_minor` None or all that is left) or in part
-    (SPEC 13.10). In full: the order `refunded` and its access revoked
-    (fulfillment/revocation.py); fulfillment's create for it is cancelled if it has not
-    called the panel; if it is already calling, its success cannot move the order back
-    to fulfilled, and the `disable` queued here runs after it. In part:
-    `partially_refunded`, the refunded amount counted, access kept. Returns the order."""
-    with db.atomic():
-        order = locked(Order.select().where(Order.id == order_id)).first()
-        if order is None:
-            raise SettlementRejected(ORDER_NOT_FOUND, f"order {order_id} does not exist")
-        if order.status not in REFUNDABLE_STATES:
-            raise SettlementRejected(ORDER_NOT_REFUNDABLE, f"order {order_id} is {order.status}")
-        left = order.amount_minor - order.refunded_amount_minor
-        amount = left if amount_minor is None else amount_minor
-        if amount_minor is not None and (
-            isinstance(amount, bool) or not isinstance(amount, int) or not 0 < amount <= left
-        ):
-            raise SettlementRejected(
-                INVALID_REFUND_AMOUNT, f"a refund of order {order_id} is a whole number from 1 to {left}"
-            )
-        full = amount == left
-        Order.update(
-            status="refunded" if full else "partially_refunded",
-            refunded_amount_minor=order.refunded_amount_minor + amount,
-            refunded_at=utcnow(),
-        ).where(Order.id == order.id).execute()
-        if full:
-            revoke_access(order.id)
-        return Order.get_by_id(order.id)

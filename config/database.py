@@ -13,12 +13,14 @@ SQLite's busy timeout).
 import contextlib
 import logging
 import os
+import select
 import threading
 import time
 from urllib.parse import urlsplit
 
 from peewee import InterfaceError, OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.pool import PooledPostgresqlDatabase
+from psycopg2.extensions import TRANSACTION_STATUS_IDLE
 
 from config.logging import log_repeated
 from models.base import db
@@ -54,10 +56,11 @@ class PostgresDatabase(PooledPostgresqlDatabase):
     A connection the server cut (a restart, a failover) is dropped by the
     thread that holds it before its next statement or transaction, never in
     the middle of a transaction, so that thread reconnects instead of failing
-    with "connection already closed" forever. The pool already checks idle
-    connections before handing them out. The database also keeps the time
-    since statements started failing for want of a connection with none
-    answered since: `unanswered_for()`.
+    with "connection already closed" forever. The pool checks an idle
+    connection before handing it out by looking at its socket
+    (`_is_closed`). The database also keeps the time since statements
+    started failing for want of a connection with none answered since:
+    `unanswered_for()`.
     """
 
     def __init__(self, *args, **kwargs):
@@ -148,6 +151,27 @@ class PostgresDatabase(PooledPostgresqlDatabase):
         if not self._state.closed and self._state.conn.closed != 0:
             self.close()  # the pool sees it cannot be reused and discards it
 
+    def _is_closed(self, conn):
+        """Whether a pooled connection is unusable, checked at check-out without a round trip when it can be.
+
+        peewee's check sends `SELECT 1` on every check-out, and a worker
+        checks out once per claim and once per record: a round trip more per
+        transaction, with its wait for the server and the GIL handed to the
+        other threads and back. An idle connection's socket has nothing to
+        read unless the server sent something, which for a connection in the
+        pool means it is ending it (a restart, a failover, a terminated
+        backend: its FATAL message, then EOF). So only a connection with
+        something to read, or not idle, gets peewee's check; any other is
+        handed out as it is. One cut without a word (a network that drops
+        packets) fails its first statement, as it would have failed the
+        `SELECT 1`, and is replaced before the thread's next one.
+        """
+        if conn.closed:
+            return True
+        if conn.info.transaction_status != TRANSACTION_STATUS_IDLE or _readable(conn):
+            return super()._is_closed(conn)
+        return False
+
     def _unanswered(self, error):
         with self._outage_lock:
             if self._unanswered_since is not None:
@@ -169,6 +193,13 @@ class PostgresDatabase(PooledPostgresqlDatabase):
         """Seconds since statements started failing for want of a connection, none answered since (else 0)."""
         since = self._unanswered_since
         return time.monotonic() - since if since is not None else 0.0
+
+
+def _readable(conn):
+    """The server sent something this idle connection has not read (or closed it): no waiting."""
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))
 
 
 def _joined(statements):

@@ -3,8 +3,8 @@
 A fake provider (fakes/yookassa.py, fakes/cryptobot.py) is a real HTTP server
 on 127.0.0.1 that keeps its payments in memory. This module gives each one:
 
-- the lifecycle (bind, start on a background thread, serve_forever for the
-  CLI, stop) and the request plumbing (body cap, JSON answers, dropped sockets);
+- the server and its lifecycle (fakes/http_server.py) and the request
+  plumbing (body cap, JSON answers, dropped sockets);
 - API faults drawn per call from rates: `fail` (a 5xx, nothing done) and
   `timeout` (the call is done, its answer never sent: the socket is held past
   the client's deadline, then closed);
@@ -23,13 +23,13 @@ import datetime
 import json
 import random
 import socket
-import sys
 import threading
 from html import escape
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
 import requests
+
+from fakes.http_server import ServedFake
 
 MAX_REQUEST_BYTES = 1 << 20
 DELIVERY_TIMEOUT_S = 5.0
@@ -65,57 +65,7 @@ class Reply(Exception):
         self.body = body
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, address, fake):
-        self.fake = fake
-        self.open_connections = set()
-        self.connections_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request, client_address):
-        if isinstance(sys.exc_info()[1], OSError):  # a client that gave up, a dropped socket
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    sys_version = ""
-    timeout = 60
-    disable_nagle_algorithm = True
-
-    @property
-    def server_version(self):
-        return self.server.fake.server_name
-
-    def setup(self):
-        super().setup()
-        with self.server.connections_lock:
-            self.server.open_connections.add(self.connection)
-
-    def finish(self):
-        try:
-            super().finish()
-        except OSError:
-            pass
-        finally:
-            with self.server.connections_lock:
-                self.server.open_connections.discard(self.connection)
-
-    def do_GET(self):
-        self.server.fake._serve(self)
-
-    do_POST = do_PATCH = do_DELETE = do_PUT = do_GET
-
-    def log_message(self, format, *args):
-        pass  # quiet: tests read stats() and deliveries()
-
-
-class FakeProvider:
+class FakeProvider(ServedFake):
     """The shared part of a fake provider. Subclasses implement the API (`_api`) and their payment actions."""
 
     server_name = "FakeProvider"
@@ -123,15 +73,11 @@ class FakeProvider:
     webhook_faults = COMMON_WEBHOOK_FAULTS
 
     def __init__(self, host="127.0.0.1", port=0, webhook_url=None, seed=None, auto_pay_seconds=None):
-        self.host = host
-        self.port = port
+        self._init_served(host, port)
         self.webhook_url = webhook_url
         self.auto_pay_seconds = auto_pay_seconds
         self._seed = seed
         self._lock = threading.RLock()
-        self._stopping = threading.Event()
-        self._server = None
-        self._thread = None
         self._timers = set()
         self._after_answer = threading.local()  # webhooks a call queued, sent once its answer is out
         self._rng = random.Random(seed)
@@ -141,67 +87,12 @@ class FakeProvider:
 
     # --- lifecycle ---------------------------------------------------------
 
-    def bind(self):
-        if self._server is None:
-            self._stopping.clear()
-            self._server = _Server((self.host, self.port), self)
-            self.port = self._server.server_address[1]
-        return self
-
-    def start(self):
-        if self._thread is not None and self._thread.is_alive():
-            return self
-        self.bind()
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=self.thread_name, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def serve_forever(self):
-        self.bind()
-        try:
-            self._server.serve_forever(poll_interval=0.2)
-        finally:
-            self._stopping.set()
-            self._close_server()
-
-    def stop(self):
-        if self._server is None:
-            return
-        self._stopping.set()  # releases held (timeout-fault) calls
+    def _release(self):
+        super()._release()  # releases held (timeout-fault) calls
         with self._lock:
             timers, self._timers = self._timers, set()
         for timer in timers:
             timer.cancel()
-        self._server.shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._close_server()
-
-    def _close_server(self):
-        server, self._server = self._server, None
-        if server is None:
-            return
-        with server.connections_lock:
-            connections = list(server.open_connections)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    @property
-    def base_url(self):
-        return f"http://{self.host}:{self.port}"
 
     # --- faults and counters -----------------------------------------------
 

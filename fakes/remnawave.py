@@ -26,13 +26,12 @@ import re
 import secrets
 import socket
 import string
-import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
+from fakes.http_server import FakeHandler, ServedFake
 from integrations.remnawave import (
     MAX_BODY_BYTES,
     PANEL_USER_ALREADY_DISABLED,
@@ -248,61 +247,18 @@ def _random_text(length, alphabet=string.ascii_letters + string.digits):
     return "".join(secrets.choice(alphabet) for _ in range(length))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128  # many concurrent clients connecting at once
-
-    def __init__(self, address, panel):
-        self.panel = panel
-        self.open_connections = set()
-        self.connections_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request, client_address):
-        # A client that gave up (timeout fault) or a dropped socket is expected here.
-        if isinstance(sys.exc_info()[1], OSError):
-            return
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as a real panel behind a proxy
-    server_version = "FakeRemnawave"
-    sys_version = ""
-    timeout = 60  # idle keep-alive connections end eventually
-    disable_nagle_algorithm = True  # headers and body go out as separate writes
-
+class _Handler(FakeHandler):
     def parse_request(self):
-        self.arrived = time.monotonic()  # the request line is in: the panel's latency counts from here
         self.timed = None  # the timeline entry of a users-API request, until its answer goes out
         return super().parse_request()
 
-    def setup(self):
-        super().setup()
-        with self.server.connections_lock:
-            self.server.open_connections.add(self.connection)
 
-    def finish(self):
-        try:
-            super().finish()
-        except OSError:
-            pass
-        finally:
-            with self.server.connections_lock:
-                self.server.open_connections.discard(self.connection)
-
-    def do_GET(self):
-        self.server.panel._serve(self)
-
-    do_POST = do_PATCH = do_DELETE = do_PUT = do_GET
-
-    def log_message(self, format, *args):
-        pass  # quiet: tests count calls through stats()
-
-
-class FakeRemnawave:
+class FakeRemnawave(ServedFake):
     """The fake panel. start() serves it on a background thread; base_url says where."""
+
+    server_name = "FakeRemnawave"
+    thread_name = "fake-remnawave"
+    handler_class = _Handler
 
     def __init__(
         self,
@@ -318,83 +274,16 @@ class FakeRemnawave:
         if not token:
             raise ValueError("the fake panel needs a token")
         self.token = token
-        self.host = host
-        self.port = port
+        self._init_served(host, port)
         self.require_forwarded = require_forwarded
         self.sub_domain = sub_domain
         self.fallback_device_limit = fallback_device_limit
         self._seed = seed
         self._default_latency_ms = latency_ms
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server = None
-        self._thread = None
         self._reset_state()
         self._faults = self._no_faults(latency_ms)
         self._rng = random.Random(seed)
-
-    # --- lifecycle ---------------------------------------------------------
-
-    def bind(self):
-        """Open the listening socket (port 0 picks a free one); start() and serve_forever() call it."""
-        if self._server is None:
-            self._stopping.clear()
-            self._server = _Server((self.host, self.port), self)
-            self.port = self._server.server_address[1]
-        return self
-
-    def start(self):
-        """Serve on a background thread."""
-        if self._thread is not None and self._thread.is_alive():
-            return self
-        self.bind()
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-remnawave", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def serve_forever(self):
-        """Serve in the calling thread until interrupted (the CLI)."""
-        self.bind()
-        try:
-            self._server.serve_forever(poll_interval=0.2)
-        finally:
-            self._stopping.set()
-            self._close_server()
-
-    def stop(self):
-        if self._server is None:
-            return
-        self._stopping.set()  # releases held (timeout-fault) requests
-        self._server.shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._close_server()
-
-    def _close_server(self):
-        server, self._server = self._server, None
-        if server is None:
-            return
-        with server.connections_lock:
-            connections = list(server.open_connections)
-        for connection in connections:  # idle keep-alive connections hold a thread each
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    @property
-    def base_url(self):
-        return f"http://{self.host}:{self.port}"
 
     # --- test helpers ------------------------------------------------------
 

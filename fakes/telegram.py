@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-from fakes.provider_server import _Server
+from fakes.http_server import ServedFake
 
 DEV_TOKEN = "123456789:omniflow-fake-telegram-dev-token-0000"
 DEFAULT_PORT = 8081
@@ -80,15 +80,15 @@ def _bad_request(description):
     return ApiError(400, f"Bad Request: {description}")
 
 
-class FakeTelegram:
+class FakeTelegram(ServedFake):
     """The fake. start() serves it on a background thread; base_url is APP_TELEGRAM_API_URL for the bot."""
 
     server_name = "FakeTelegramBotAPI"
+    thread_name = "fake-telegram"
 
     def __init__(self, token=DEV_TOKEN, host="127.0.0.1", port=0, bot_username="omniflow_dev_bot"):
+        self._init_served(host, port)
         self.token = token
-        self.host = host
-        self.port = port
         self.bot_user = {
             "id": int(token.split(":", 1)[0]),
             "is_bot": True,
@@ -100,77 +100,14 @@ class FakeTelegram:
         }
         self._lock = threading.RLock()
         self._arrived = threading.Condition(self._lock)
-        self._stopping = threading.Event()
-        self._server = None
-        self._thread = None
         self._reset_state()
 
     # --- lifecycle ---------------------------------------------------------
 
-    def bind(self):
-        if self._server is None:
-            self._stopping.clear()
-            self._server = _Server((self.host, self.port), self)
-            self.port = self._server.server_address[1]
-        return self
-
-    def start(self):
-        if self._thread is not None and self._thread.is_alive():
-            return self
-        self.bind()
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-telegram", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def serve_forever(self):
-        self.bind()
-        try:
-            self._server.serve_forever(poll_interval=0.2)
-        finally:
-            self._release_waiters()
-            self._close_server()
-
-    def stop(self):
-        if self._server is None:
-            return
-        self._release_waiters()
-        self._server.shutdown()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._close_server()
-
-    def _release_waiters(self):
-        self._stopping.set()  # ends slow answers and long polls
+    def _release(self):
+        super()._release()  # ends slow answers
         with self._arrived:
-            self._arrived.notify_all()
-
-    def _close_server(self):
-        server, self._server = self._server, None
-        if server is None:
-            return
-        import socket
-
-        with server.connections_lock:
-            connections = list(server.open_connections)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    @property
-    def base_url(self):
-        return f"http://{self.host}:{self.port}"
+            self._arrived.notify_all()  # and long polls
 
     @property
     def chat_url(self):

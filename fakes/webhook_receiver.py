@@ -20,14 +20,13 @@ HTTP (`GET /_fake/stats`, `POST /_fake/reset`, `POST /_fake/faults`), or
 import argparse
 import json
 import random
-import socket
-import sys
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks import Webhook, WebhookVerificationError
+
+from fakes.http_server import ServedFake, close_connection
 
 MAX_REQUEST_BYTES = 1 << 20
 DEFAULT_HOLD_SECONDS = 12.0  # past the publisher's 10 s deadline
@@ -43,106 +42,19 @@ class Accepted:
     at: float  # time.monotonic() when it was recorded
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 128
-
-    def __init__(self, address, receiver):
-        self.receiver = receiver
-        self.open_connections = set()
-        self.connections_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def handle_error(self, request, client_address):
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # a client that gave up, or a connection closed on purpose
-        super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "FakeWebhookReceiver"
-    sys_version = ""
-    timeout = 60
-    disable_nagle_algorithm = True
-
-    def setup(self):
-        super().setup()
-        with self.server.connections_lock:
-            self.server.open_connections.add(self.connection)
-
-    def finish(self):
-        try:
-            super().finish()
-        except OSError:
-            pass
-        finally:
-            with self.server.connections_lock:
-                self.server.open_connections.discard(self.connection)
-
-    def parse_request(self):
-        self.arrived = time.monotonic()
-        return super().parse_request()
-
-    def do_POST(self):
-        self.server.receiver._serve(self)
-
-    do_GET = do_POST
-
-    def log_message(self, format, *args):
-        pass
-
-
-class FakeWebhookReceiver:
+class FakeWebhookReceiver(ServedFake):
     """start() serves on a background thread; `url` is where to send webhooks."""
 
+    server_name = "FakeWebhookReceiver"
+    thread_name = "fake-webhooks"
+
     def __init__(self, secret, host="127.0.0.1", port=0, seed=None):
+        self._init_served(host, port)
         self.secret = secret
-        self.host = host
-        self.port = port
         self._webhook = Webhook(secret)
         self._seed = seed
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server = None
-        self._thread = None
         self.reset()
-
-    # --- lifecycle ---------------------------------------------------------
-
-    def start(self):
-        self._stopping.clear()
-        self._server = _Server((self.host, self.port), self)
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-webhooks", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self):
-        if self._server is None:
-            return
-        self._stopping.set()
-        self._server.shutdown()
-        self._thread.join(5)
-        with self._server.connections_lock:
-            connections = list(self._server.open_connections)
-        for connection in connections:
-            _close(connection)
-        self._server.server_close()
-        self._server = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-    @property
-    def base_url(self):
-        return f"http://{self.host}:{self.port}"
 
     @property
     def url(self):
@@ -181,10 +93,7 @@ class FakeWebhookReceiver:
         with self._lock:
             self._down_until = time.monotonic() + seconds
         if self._server is not None:
-            with self._server.connections_lock:
-                connections = list(self._server.open_connections)
-            for connection in connections:
-                _close(connection)
+            self._server.close_open_connections()
 
     @property
     def is_down(self):
@@ -213,7 +122,7 @@ class FakeWebhookReceiver:
             with self._lock:
                 self._counts["refused"] += 1
             handler.close_connection = True
-            _close(handler.connection)
+            close_connection(handler.connection)
             return
         length = int(handler.headers.get("Content-Length") or 0)
         if length > MAX_REQUEST_BYTES:
@@ -283,13 +192,6 @@ class FakeWebhookReceiver:
         except (ValueError, TypeError) as error:
             return self._answer(handler, 400, {"error": str(error)})
         return self._answer(handler, 404, {"error": "no such control route"})
-
-
-def _close(connection):
-    try:
-        connection.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def main(argv=None):

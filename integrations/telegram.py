@@ -67,6 +67,11 @@ def new_bot(token):
     return telebot.TeleBot(token, threaded=False, skip_pending=False)
 
 
+def labeled_price(label, amount):
+    """One line of an invoice (sendInvoice's `prices`)."""
+    return telebot.types.LabeledPrice(label, amount)
+
+
 def classify(error, method):
     """A TelegramFailure for an exception raised by a pyTelegramBotAPI call."""
     if isinstance(error, TelegramFailure):

@@ -10,6 +10,7 @@ from peewee import BigAutoField, BigIntegerField, BlobField, BooleanField, DateT
 
 from models.base import BaseModel, utcnow
 from models.commerce import Order
+from models.ledger import LedgerTransaction
 
 INTENT_STATUSES = ("created", "pending", "succeeded", "canceled", "failed", "expired")
 WEBHOOK_BODY_LIMIT = 64 * 1024
@@ -56,4 +57,32 @@ class ProviderWebhookEvent(BaseModel):
         table_name = "provider_webhook_events"
 
 
-PAYMENT_MODELS = [PaymentIntent, ProviderWebhookEvent]
+REFUND_DESTINATIONS = ("provider", "wallet", "manual")
+REFUND_STATUSES = ("pending", "processing", "succeeded", "failed", "manual")
+
+
+class Refund(BaseModel):
+    """One refund of an order (SPEC 13.10): its money is reversed in the ledger when the row
+    is written; `status` follows the provider's refund, where there is one to call."""
+
+    id = BigAutoField()
+    order = ForeignKeyField(Order, backref="refunds", column_name="order_id")
+    amount_minor = BigIntegerField()
+    currency = TextField()
+    destination = TextField()  # REFUND_DESTINATIONS
+    status = TextField()  # REFUND_STATUSES
+    provider = TextField(null=True)
+    provider_payment_id = TextField(null=True)
+    provider_refund_id = TextField(null=True)
+    idempotence_key = TextField(unique=True)  # sent as YooKassa's Idempotence-Key
+    ledger_transaction = ForeignKeyField(LedgerTransaction, null=True, backref="+", column_name="ledger_transaction_id")
+    last_error_code = TextField(null=True)
+    created_at = DateTimeField(default=utcnow)
+    updated_at = DateTimeField(default=utcnow)
+    completed_at = DateTimeField(null=True)
+
+    class Meta:
+        table_name = "refunds"
+
+
+PAYMENT_MODELS = [PaymentIntent, ProviderWebhookEvent, Refund]

@@ -11,7 +11,7 @@ GET  /v1/panel/customers/{c}/orders|payments|wallet           (payments.read), k
 GET  /v1/panel/subscriptions/{s}                              periods and operations (subscriptions.read)
 POST /v1/panel/customers/{c}/subscriptions/{s}/pause|resume   (subscriptions.write, X-Operator-Reason)
 GET  /v1/panel/orders/{o}, /v1/panel/payments/{p}             (payments.read)
-POST /v1/panel/orders/{o}/refund {amountMinor?}               in full or in part (payments.write, X-Operator-Reason)
+POST /v1/panel/orders/{o}/refund {amountMinor?, to?}          in full or in part, to the provider or the wallet (payments.write, X-Operator-Reason)
 
 The same rules as the rest of the panel API (web/panel.py): a session, the
 permission, `X-Operator-Reason` on refund, pause and resume with the audit
@@ -33,7 +33,9 @@ from commerce import phase
 from commerce.customer_search import SearchRejected, find_customers
 from commerce.ledger import WALLET, balance, history
 from commerce.revenue import revenue
-from commerce.settlement import SettlementRejected, refund_order
+from commerce.refunds import DESTINATIONS as REFUND_DESTINATIONS
+from commerce.refunds import refund_order, refunds_of
+from commerce.settlement import SettlementRejected
 from fulfillment import changes
 from fulfillment.enqueue import FulfillmentRequestRejected
 from jobs import client
@@ -64,6 +66,9 @@ SETTLEMENT_PROBLEMS = {
     problems.ORDER_NOT_FOUND: 404,
     problems.ORDER_NOT_REFUNDABLE: 409,
     problems.INVALID_REFUND_AMOUNT: 400,
+    problems.INVALID_REFUND_DESTINATION: 400,
+    problems.PARTIAL_REFUND_UNSUPPORTED: 409,
+    problems.REFUND_EXCEEDS_WALLET: 409,
 }
 
 
@@ -143,6 +148,23 @@ def order_json(order, operation_ids):
         "fulfilledAt": iso(order.fulfilled_at),
         "refundedAt": iso(order.refunded_at),
         "operationIds": operation_ids,
+    }
+
+
+def refund_json(refund):
+    """A refund and its provider's state; the provider's ids, never its answer."""
+    return {
+        "id": refund.id,
+        "orderId": refund.order_id,
+        "amountMinor": refund.amount_minor,
+        "currency": refund.currency,
+        "destination": refund.destination,
+        "status": refund.status,
+        "provider": refund.provider,
+        "providerRefundId": refund.provider_refund_id,
+        "lastErrorCode": refund.last_error_code,
+        "createdAt": iso(refund.created_at),
+        "completedAt": iso(refund.completed_at),
     }
 
 
@@ -473,12 +495,12 @@ def deliveries_of(intent):
 # -- acting -------------------------------------------------------------------------------------
 
 
-def refund(operator, order, amount_minor, reason):
+def refund(operator, order, amount_minor, reason, to=None):
     """Refund through commerce, and audit it in the same transaction."""
     try:
         with db.atomic():
             before = locked(Order.select().where(Order.id == order.id)).get()  # refund_order takes this lock too
-            refunded = refund_order(order.id, amount_minor)
+            refunded = refund_order(order.id, amount_minor, to)
             record_audit(
                 PAYMENTS_CATEGORY,
                 REFUNDED,
@@ -490,6 +512,7 @@ def refund(operator, order, amount_minor, reason):
                     "amountMinor": refunded.refunded_amount_minor - before.refunded_amount_minor,
                     "currency": order.currency,
                     "full": refunded.status == "refunded",
+                    "to": to,
                 },
             )
     except SettlementRejected as rejected:
@@ -635,6 +658,7 @@ def build():
                 "payments": [payment_json(p) for p in intents],
                 "ledger": [transaction_json(t, entries) for t, entries in transactions],
                 "operations": [panel.operation_json(op) for op in operations],
+                "refunds": [refund_json(r) for r in refunds_of([found.id])[found.id]],
             },
         )
 
@@ -643,11 +667,20 @@ def build():
     def refund_route(operator, order_id):
         found = order_or_404(order_id)
         reason = panel.operator_reason()
-        amount = json_body().get("amountMinor")
+        body = json_body()
+        amount, to = body.get("amountMinor"), body.get("to")
         if amount is not None and (isinstance(amount, bool) or not isinstance(amount, int)):
             raise Problem(400, problems.INVALID_REFUND_AMOUNT, "amountMinor is a whole number of minor units")
-        refunded = refund(operator, found, amount, reason)
-        return json_answer(200, {"order": order_json(refunded, order_operations([found.id])[found.id])})
+        if to is not None and to not in REFUND_DESTINATIONS:
+            raise Problem(400, problems.INVALID_REFUND_DESTINATION, "to is provider or wallet")
+        refunded = refund(operator, found, amount, reason, to)
+        return json_answer(
+            200,
+            {
+                "order": order_json(refunded, order_operations([found.id])[found.id]),
+                "refunds": [refund_json(r) for r in refunds_of([found.id])[found.id]],
+            },
+        )
 
     @app.get("/v1/panel/payments/<payment_id>")
     @signed_in(operators.PAYMENTS_READ)

@@ -16,7 +16,7 @@ import uuid
 import bottle
 
 from commerce.customer_search import INVALID_SEARCH
-from commerce.settlement import REFUNDABLE_STATES
+from commerce.refunds import REFUNDABLE_STATES
 from integrations.payments.amounts import AmountError, exponent, to_decimal_text
 from ops import operators
 from web import backoffice, references

@@ -99,8 +99,26 @@ CATALOGUE = {
         "Nothing, usually: payments are polled again every minute.",
     ),
     payments.REFUND_UNSUPPORTED: Explanation(
-        "This provider cannot refund through its API, so the refund goes to the customer's wallet.",
-        "Nothing; tell the customer the money is in their wallet.",
+        "This provider cannot refund through its API (Crypto Pay), so the refund is recorded as manual.",
+        "Pay the customer back by hand, or refund the order to the customer's wallet instead.",
+    ),
+    "invalid_refund_destination": Explanation(
+        "A refund goes back where it was paid or to the customer's wallet; this order cannot go there"
+        " (a wallet payment goes back to the wallet, a top-up back to the provider).",
+        "Refund without choosing where, and it goes where the order was paid.",
+    ),
+    "partial_refund_unsupported": Explanation(
+        "Telegram refunds a Stars payment whole, never a part of it.",
+        "Refund the whole order, or refund the part to the customer's wallet.",
+    ),
+    "refund_exceeds_wallet": Explanation(
+        "The customer has already spent the money this top-up put in the wallet; refunding it would take"
+        " the wallet below zero.",
+        "Refund at most what the wallet still holds, or refund the orders the wallet paid for.",
+    ),
+    "refund_canceled": Explanation(
+        "The provider accepted the refund and then canceled it: the money did not go back.",
+        "Check the payment at the provider; pay the customer back by hand or refund to the wallet.",
     ),
     "already_paused": Explanation("This subscription is paused already.", "Resume it instead."),
     "not_paused": Explanation("This subscription is not paused.", "Nothing to resume."),

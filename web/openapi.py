@@ -19,7 +19,7 @@ from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
-from models.payments import INTENT_STATUSES
+from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES
 from web import admin, backoffice, panel
 from web import checkout as web_checkout
 from web import support as web_support
@@ -192,6 +192,25 @@ ORDER = _object(
         "fulfilledAt": TIME,
         "refundedAt": TIME,
         "operationIds": {**_array(INTEGER), "description": "the fulfillment operations its keys name"},
+    }
+)
+REFUND = _object(
+    {
+        "id": INTEGER,
+        "orderId": INTEGER,
+        "amountMinor": INTEGER,
+        "currency": STRING,
+        "destination": {"type": "string", "enum": list(REFUND_DESTINATIONS)},
+        "status": {
+            "type": "string",
+            "enum": list(REFUND_STATUSES),
+            "description": "pending until the provider has answered; processing while the provider works on it",
+        },
+        "provider": NULLABLE_STRING,
+        "providerRefundId": NULLABLE_STRING,
+        "lastErrorCode": NULLABLE_STRING,
+        "createdAt": TIME,
+        "completedAt": TIME,
     }
 )
 PAYMENT = _object(
@@ -728,6 +747,7 @@ def _back_office_paths():
                     "payments": _array(PAYMENT),
                     "ledger": _array(LEDGER_TRANSACTION),
                     "operations": _array(OPERATION),
+                    "refunds": _array(REFUND),
                 }
             ),
             [_id_parameter("orderID")],
@@ -744,23 +764,42 @@ def _back_office_paths():
                 "summary": "Refund an order in full or in part (payments.write, audited `panel.order.refunded`)",
                 "description": (
                     "Without amountMinor, all that is left; in full the order is `refunded` and its access revoked,"
-                    " in part `partially_refunded` and the access kept (SPEC 13.10)."
+                    " in part `partially_refunded` and the access kept (SPEC 13.10). The ledger is reversed in the"
+                    " same transaction. Without `to`, the money goes back where it was paid: to the wallet, through"
+                    " YooKassa's or Telegram's refund API (a durable job; its state is the refund's `status`), or,"
+                    " for Crypto Pay, which has no refund API, recorded as `manual` with an operator notice."
+                    " `to: wallet` credits a provider payment to the customer's wallet instead."
                 ),
                 "security": SESSION,
                 "parameters": [_id_parameter("orderID"), REASON],
                 "requestBody": {
                     "required": True,
                     "content": {
-                        "application/json": {"schema": _object({"amountMinor": {**INTEGER, "minimum": 1}}, [])}
+                        "application/json": {
+                            "schema": _object(
+                                {
+                                    "amountMinor": {**INTEGER, "minimum": 1},
+                                    "to": {"type": "string", "enum": ["provider", "wallet"]},
+                                },
+                                [],
+                            )
+                        }
                     },
                 },
                 "responses": {
-                    "200": _ok(_object({"order": ORDER})),
-                    "400": _error("`invalid_refund_amount` (more than is left), `reason_required`, `invalid_body`"),
+                    "200": _ok(_object({"order": ORDER, "refunds": _array(REFUND)})),
+                    "400": _error(
+                        "`invalid_refund_amount` (more than is left), `invalid_refund_destination`,"
+                        " `reason_required`, `invalid_body`"
+                    ),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such order (`order_not_found`)"),
-                    "409": _error("the order is not paid, or refunded in full already (`order_not_refundable`)"),
+                    "409": _error(
+                        "the order is not paid, or refunded in full already (`order_not_refundable`); a part of a"
+                        " Stars payment (`partial_refund_unsupported`); a top-up whose wallet spent the money"
+                        " (`refund_exceeds_wallet`)"
+                    ),
                 },
             }
         },

@@ -5,7 +5,7 @@ answers rendered from bot/texts.py on the update's Context (bot/updates.py),
 which is `applier.current` while the update is applied.
 """
 
-from bot.handlers import fallback, menu, start, support
+from bot.handlers import buy, fallback, menu, start, support
 
 
 def register(bot, applier, settings=None):
@@ -18,5 +18,6 @@ def register(bot, applier, settings=None):
     fallback.register_guards(bot, context)  # before any flow: a message too long is refused unread
     start.register(bot, context)
     support.register(bot, context, files)
+    buy.register(bot, context)  # before fallback: its payments and pre-checkout queries
     menu.register(bot, context)
     fallback.register(bot, context)  # last: what no flow took

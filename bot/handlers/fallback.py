@@ -1,4 +1,4 @@
-"""What no flow takes: a message too long, an unknown command, anything else; and payments nothing was sold for.
+"""What no flow takes: a message too long, an unknown command, anything else; and payments that name no order.
 
 Each gets a plain answer and nothing is written (the handlers refuse, so
 the update's transaction is rolled back: bot/updates.py) — except money
@@ -28,11 +28,6 @@ def on_unknown_command(message, context):
 
 def on_anything_else(message, context):
     raise context.refusal("not_understood" if context.customer is not None else "press_start")
-
-
-def on_pre_checkout(query, context):
-    # No flow sends invoices yet: whatever is being paid for was not sold by this bot.
-    raise context.refusal("checkout_refused")
 
 
 def on_unmatched_payment(message, context):
@@ -70,4 +65,3 @@ def register(bot, context):
     bot.message_handler(func=lambda message: True, content_types=ALL_CONTENT)(
         lambda message: on_anything_else(message, context())
     )
-    bot.pre_checkout_query_handler(func=lambda query: True)(lambda query: on_pre_checkout(query, context()))

@@ -1,10 +1,11 @@
-"""The main menu's buttons: back to the menu, my subscriptions, the language, support. Every press is validated first."""
+"""The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions,
+support) or answered here."""
 
-from bot import keyboards, texts
-from bot.handlers import support
+from bot import keyboards
+from bot.handlers import buy, subscriptions, support
 from commerce import customers
 
-DATE_FORMAT = "%Y-%m-%d %H:%M"
+BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY)
 
 
 def on_press(query, context):
@@ -12,11 +13,18 @@ def on_press(query, context):
     if press is None or context.customer is None or query.message is None:
         # Not a button this bot made, or a press from someone who never sent /start.
         raise context.refusal("callback_refused")
+    if press.action in BUY_ACTIONS:
+        buy.on_press(query, context, press)
+        return
+    if press.action == keyboards.SUBSCRIPTIONS:
+        subscriptions.on_subscriptions(query, context)
+        return
+    if press.action == keyboards.QR_CODE:
+        subscriptions.on_qr(query, context, int(press.argument))
+        return
     chat, message_id = query.message.chat.id, query.message.message_id
     if press.action == keyboards.MENU:
         context.edit(chat, message_id, context.text("main_menu"), keyboards.main_menu(context.language))
-    elif press.action == keyboards.SUBSCRIPTIONS:
-        context.edit(chat, message_id, subscriptions_text(context), keyboards.back(context.language))
     elif press.action == keyboards.LANGUAGE and not press.argument:
         context.edit(chat, message_id, context.text("language_prompt"), keyboards.language_menu(context.language))
     elif press.action == keyboards.SUPPORT:
@@ -27,22 +35,6 @@ def on_press(query, context):
         shown = context.text("language_set") + "\n\n" + context.text("main_menu")
         context.edit(chat, message_id, shown, keyboards.main_menu(context.language))
     context.answer_callback(query.id)
-
-
-def subscriptions_text(context):
-    summaries = customers.subscriptions_of(context.customer)
-    if not summaries:
-        return context.text("subscriptions_none")
-    lines = [context.text("subscriptions_header")]
-    for summary in summaries:
-        key = f"status_{summary.status}"
-        status = context.text(key) if key in texts.CATALOG[texts.DEFAULT_LANGUAGE] else summary.status
-        lines.append(
-            context.text(
-                "subscription_line", plan=summary.plan_name, status=status, ends=summary.ends_at.strftime(DATE_FORMAT)
-            )
-        )
-    return "\n".join(lines)
 
 
 def register(bot, context):

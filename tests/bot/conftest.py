@@ -2,8 +2,11 @@
 
 import pytest
 
+from bot import services
 from fakes.telegram import DEV_TOKEN, FakeTelegram
 from integrations import telegram
+from integrations.remnawave import RemnawaveClient
+from tests.support.shop import PANEL_TOKEN, PUBLIC_URL, shop, shop_fakes  # noqa: F401  (fixtures)
 
 
 @pytest.fixture
@@ -28,3 +31,11 @@ def telebot(fake_telegram):
     """A TeleBot in this process, pointed at the fake."""
     telegram.configure(fake_telegram.base_url)
     return telegram.new_bot(DEV_TOKEN)
+
+
+@pytest.fixture
+def bot_services(shop):
+    """The bot's outside services in this process: the shop's fake providers and fake panel."""
+    services.use(services.Services(shop.providers, PUBLIC_URL, RemnawaveClient(shop.panel.base_url, PANEL_TOKEN)))
+    yield shop
+    services.use(None)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from commerce import phase
-from commerce.settlement import refund_order
+from commerce.refunds import refund_order
 from fulfillment import changes
 from models.base import utcnow
 from models.fulfillment import Entitlement, FulfillmentOperation

@@ -11,7 +11,8 @@ import pytest
 from commerce import ledger
 from commerce.orders import create_order
 from commerce.passes import renewal
-from commerce.settlement import refund_order, settle_order
+from commerce.refunds import refund_order
+from commerce.settlement import settle_order
 from fulfillment.desired_state import DesiredState
 from jobs import insert
 from models.base import db, utcnow

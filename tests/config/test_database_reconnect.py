@@ -8,7 +8,7 @@ from peewee import OperationalError
 
 from config.database import PostgresDatabase, server_name, unanswered_for
 from models.base import db
-from tests.support.cut import cut_this_threads_connection
+from tests.support.cut import backend_pids, cut_this_threads_connection, terminate
 
 
 def test_a_connection_the_server_cut_is_replaced_before_the_next_statement(pg_database):
@@ -46,3 +46,28 @@ def test_cut_connections_are_not_kept_by_the_pool(pg_database):
 def test_server_name_names_host_port_and_database_never_the_password():
     database = PostgresDatabase("postgresql://omniflow:s3cret-pw@db.internal:6432/orders")
     assert server_name(database) == "db.internal:6432/orders"
+
+
+def _last_statement_of(pid):
+    [query] = backend_pids("SELECT query FROM pg_stat_activity WHERE pid = %s", [pid])
+    return query
+
+
+def test_checking_out_a_pooled_connection_sends_nothing_to_the_server(pg_database):
+    marker = "SELECT pg_backend_pid(), 'checked in, then out'"
+    pid = db.execute_sql(marker).fetchone()[0]
+    db.close()  # back to the pool
+    db.connect()  # the same connection out again: checked by its socket, no SELECT 1
+    assert pg_database._state.conn.get_backend_pid() == pid
+    assert _last_statement_of(pid) == marker
+    db.close()
+
+
+def test_a_pooled_connection_the_server_cut_while_idle_is_never_handed_out(pg_database):
+    pid = db.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
+    db.close()  # idle in the pool when the server ends it
+    terminate(pid)
+    assert db.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid
+    assert unanswered_for() == 0
+    db.close()
+    assert all(connection.closed == 0 for _, _, connection in pg_database._connections)

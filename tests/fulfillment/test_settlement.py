@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from commerce.settlement import SettlementRejected, refund_order, settle_order
+from commerce.refunds import refund_order
+from commerce.settlement import SettlementRejected, settle_order
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import IDEMPOTENCY_MISMATCH, FulfillmentRequestRejected, enqueue_operation
 from models.base import db, utcnow

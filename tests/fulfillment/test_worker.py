@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from commerce.settlement import refund_order, settle_order
+from commerce.refunds import refund_order
+from commerce.settlement import settle_order
 from fulfillment import changes, rules
 from fulfillment.desired_state import DesiredState
 from fulfillment.usernames import legacy_username_for, username_for

@@ -51,6 +51,16 @@ def start_log(workers):
     return "".join(Path(process.log_path).read_text() for process in workers.processes)
 
 
+def registered_passes(log):
+    """The task names of the worker's "periodic passes registered" line (every process logs one)."""
+    names = set()
+    for line in log.splitlines():
+        if "periodic passes registered task=" in line:
+            names |= set(line.split("task=", 1)[1].split()[0].split(","))
+    assert names, "no worker logged its periodic passes"
+    return names
+
+
 def running_outbox_jobs_by_pid():
     pids = {}
     for job in Job.select().where(Job.kind == "outbox_delivery", Job.state == "running"):
@@ -116,9 +126,7 @@ def test_500_events_reach_a_flaky_and_a_down_receiver_in_order_signed_and_publis
     ]
     assert rescued, "the killed worker had no delivery in flight"
     assert gauge() == 0
-    assert "periodic passes registered task=fulfillment_reconcile,fulfillment_revive,outbox_publish,retention" in (
-        start_log(workers)
-    )
+    assert "outbox_publish" in registered_passes(start_log(workers))
 
 
 def test_without_the_key_the_worker_leaves_the_publisher_out_and_says_why(database, workers):

@@ -37,7 +37,7 @@ KEPT = {
     "customers", "plans", "subscriptions", "orders", "entitlements",
     "fulfillment_operations", "fulfillment_history",
     "plan_prices", "addons", "addon_prices", "gift_cards", "access_codes", "access_code_activations",
-    "personal_offers", "trial_activations", "payment_intents",
+    "personal_offers", "trial_activations", "payment_intents", "refunds",
     "ledger_accounts", "ledger_transactions", "ledger_entries",
     # where the outbox is published (configuration, with sealed secrets); the bot's forum topics
     "outbox_destinations", "bot_forum_topics",

@@ -1,0 +1,264 @@
+"""Buy (SPEC 14.4, 14.5, 13.12): plan → way of paying → Stars invoice, wallet payment, or a provider's payment page.
+
+- Buy lists the plans on sale with their catalogue prices per currency;
+  a plan lists the ways it can be paid: Telegram Stars (its XTR price),
+  the wallet (in each currency the customer holds a balance in, else the
+  plan's first one), YooKassa and CryptoBot when the shop offers them.
+- Stars: the order is made in the update's transaction and the invoice
+  (`sendInvoice` in XTR) is sent after the commit. `pre_checkout_query` is
+  answered ok only for the customer's own order while it is pending, at its
+  price, with maintenance off (commerce/stars.py); `successful_payment`
+  settles in the update's transaction, keyed by its charge id, so the same
+  payment delivered again never pays twice.
+- Wallet: the order is made and paid from the balance in the update's
+  transaction; a balance that cannot cover it refuses, nothing written.
+- YooKassa, CryptoBot: the order is made in the update's transaction (its
+  idempotency key names the update); the payment at the provider is created
+  after the commit, outside any transaction (commerce.checkout with the same
+  key finds the order), and its page is a link button. The provider's
+  webhook or the poll settles the order.
+
+Every purchase is refused with a plain message while maintenance is on, and
+for a blocked customer (bot/updates.py refuses their updates). Each pay
+press opens a checkout session (`bot_checkout_sessions`, 30 minutes) that
+names its order.
+"""
+
+import json
+import logging
+
+from bot import keyboards, services
+from bot.handlers.fallback import on_unmatched_payment
+from bot.updates import Answer, Refused
+from commerce import catalogue, ledger
+from commerce import providers as methods
+from commerce.checkout import CheckoutRejected, checkout
+from commerce.orders import OrderRejected, create_order
+from commerce.payments import SETTLED
+from commerce.stars import CURRENCY as STARS_CURRENCY
+from commerce.stars import StarsRejected, order_of, precheck_stars, settle_stars_payment
+from integrations.payments.amounts import to_decimal_text
+from models.base import utcnow
+from models.bot import CHECKOUT_SESSION_TTL, BotCheckoutSession
+from models.commerce import Order
+from ops import maintenance
+
+logger = logging.getLogger("omniflow.bot.buy")
+
+PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
+PRECHECK_TEXTS = ("order_not_pending", "amount_mismatch", "maintenance_active")
+
+
+def price_text(amount_minor, currency):
+    if currency == STARS_CURRENCY:
+        return f"{amount_minor} ⭐"
+    return f"{to_decimal_text(amount_minor, currency)} {currency}"
+
+
+def _refuse_plainly(context, query, key, **values):
+    """A purchase refused with a message in the chat (not only a button's alert), nothing written."""
+    return Refused(
+        Answer("callback", query.id),
+        Answer("send", query.message.chat.id, context.text(key, **values)),
+    )
+
+
+def _plan_offers(context):
+    offers = []
+    for plan in catalogue.active_plans():
+        prices = catalogue.plan_prices(plan)
+        if not prices:
+            continue
+        shown = " · ".join(price_text(amount, currency) for currency, amount in sorted(prices.items()))
+        offers.append((plan.id, context.text("plan_button", plan=plan.name, days=plan.duration_days, prices=shown)))
+    return offers
+
+
+def on_buy(query, context):
+    if maintenance.is_active():
+        raise _refuse_plainly(context, query, "maintenance")
+    chat, message_id = query.message.chat.id, query.message.message_id
+    offers = _plan_offers(context)
+    text = context.text("plans_header" if offers else "plans_none")
+    context.edit(chat, message_id, text, keyboards.plans(context.language, offers))
+    context.answer_callback(query.id)
+
+
+def payment_choices(context, plan):
+    """[(method, currency, label)] for a plan: what it is priced in and the shop offers."""
+    prices = catalogue.plan_prices(plan)
+    offered = services.current().providers
+    choices = []
+    if STARS_CURRENCY in prices:
+        choices.append(
+            (methods.STARS, STARS_CURRENCY, context.text("method_stars", price=price_text(prices["XTR"], "XTR")))
+        )
+    fiat = [currency for currency in sorted(prices) if currency != STARS_CURRENCY]
+    held = {currency: ledger.balance(context.customer.id, currency) for currency in fiat}
+    for currency in [currency for currency in fiat if held[currency] > 0] or fiat[:1]:
+        label = context.text(
+            "method_wallet",
+            price=price_text(prices[currency], currency),
+            balance=price_text(held[currency], currency),
+        )
+        choices.append((methods.WALLET, currency, label))
+    for method in methods.HOSTED:
+        if not methods.offered(offered, method):
+            continue
+        accepted = [currency for currency in fiat if methods.accepts(method, currency)]
+        if not accepted:
+            continue
+        currency = PREFERRED_CURRENCY[method] if PREFERRED_CURRENCY[method] in accepted else accepted[0]
+        choices.append((method, currency, context.text(f"method_{method}", price=price_text(prices[currency], currency))))
+    return choices
+
+
+def _purchasable(context, query, plan_id):
+    try:
+        plan = catalogue.purchasable_plan(plan_id)
+    except catalogue.CatalogueError:
+        raise _refuse_plainly(context, query, "purchase_refused") from None
+    if plan.trial:
+        raise _refuse_plainly(context, query, "purchase_refused")
+    return plan
+
+
+def on_plan(query, context, plan_id):
+    if maintenance.is_active():
+        raise _refuse_plainly(context, query, "maintenance")
+    plan = _purchasable(context, query, plan_id)
+    choices = payment_choices(context, plan)
+    text = context.text("methods_header" if choices else "methods_none", plan=plan.name)
+    chat, message_id = query.message.chat.id, query.message.message_id
+    context.edit(chat, message_id, text, keyboards.payment_methods(context.language, plan.id, choices))
+    context.answer_callback(query.id)
+
+
+def on_pay(query, context, plan_id, method, currency):
+    if maintenance.is_active():
+        raise _refuse_plainly(context, query, "maintenance")
+    plan = _purchasable(context, query, plan_id)
+    chat = query.message.chat.id
+    key = f"bot:{context.update_id}"
+    shop = services.current()
+    if method in methods.HOSTED:
+        order = _hosted_order(context, query, plan, method, currency, shop, key)
+        _open_session(context, chat, plan, method, currency, order.id)
+        context.answer_callback(query.id)
+        context.later(lambda: _payment_page(context, chat, plan, method, currency, key, shop))
+        return
+    try:
+        made = checkout(
+            shop.providers, shop.public_url, context.customer.id, "purchase", method, currency, plan_id=plan.id, key=key
+        )
+    except CheckoutRejected as rejected:
+        raise _refusal_for(context, query, rejected.code) from None
+    _open_session(context, chat, plan, method, currency, made.order_id)
+    context.answer_callback(query.id)
+    price = price_text(made.amount_minor, made.currency)
+    if method == methods.STARS:
+        context.send(chat, context.text("invoice_sent", plan=plan.name, price=price))
+        context.send_invoice(chat, made.invoice)
+    else:
+        context.send(chat, context.text("paid_from_wallet", plan=plan.name, price=price), keyboards.back(context.language))
+
+
+def _refusal_for(context, query, code):
+    if code == "maintenance_active":
+        return _refuse_plainly(context, query, "maintenance")
+    if code == ledger.INSUFFICIENT_FUNDS:
+        return _refuse_plainly(context, query, "insufficient_funds")
+    logger.info("a purchase was refused", extra={"error": code})
+    return _refuse_plainly(context, query, "purchase_refused")
+
+
+def _hosted_order(context, query, plan, method, currency, shop, key):
+    """The pending order a provider's payment will pay, checked as checkout checks it."""
+    if not methods.offered(shop.providers, method) or not methods.accepts(method, currency):
+        raise _refuse_plainly(context, query, "purchase_refused")
+    try:
+        return create_order(context.customer.id, "purchase", currency, plan_id=plan.id, provider=method, key=key)
+    except OrderRejected as rejected:
+        raise _refusal_for(context, query, rejected.code) from None
+
+
+def _open_session(context, chat, plan, method, currency, order_id):
+    now = utcnow()
+    BotCheckoutSession.create(
+        chat_id=chat,
+        customer=context.customer.id,
+        state=json.dumps({"planId": plan.id, "method": method, "currency": currency}, sort_keys=True),
+        created_at=now,
+        expires_at=now + CHECKOUT_SESSION_TTL,
+        order=order_id,
+    )
+
+
+def _payment_page(context, chat, plan, method, currency, key, shop):
+    """After the commit: the payment at the provider (found again by the order's key) and its link."""
+    try:
+        made = checkout(
+            shop.providers, shop.public_url, context.customer.id, "purchase", method, currency, plan_id=plan.id, key=key
+        )
+    except CheckoutRejected as rejected:
+        logger.warning("a payment page could not be made", extra={"error": rejected.code})
+        key_text = "maintenance" if rejected.code == "maintenance_active" else "payment_unavailable"
+        return [Answer("send", chat, context.text(key_text))]
+    text = context.text(
+        "pay_by_link", order=made.order_id, plan=plan.name, price=price_text(made.amount_minor, made.currency)
+    )
+    return [Answer("send", chat, text, keyboards.payment_link(context.language, made.confirmation_url))]
+
+
+# --- Stars: the pre-checkout question and the payment -----------------------------------------
+
+
+def on_pre_checkout(query, context):
+    order_id = order_of(query.invoice_payload)
+    order = None if order_id is None else Order.get_or_none(Order.id == order_id)
+    if order is None or context.customer is None or order.customer_id != context.customer.id:
+        raise context.refusal("checkout_refused")
+    check = precheck_stars(order_id, query.total_amount, query.currency)
+    if not check.ok:
+        raise context.refusal(f"precheck_{check.code}" if check.code in PRECHECK_TEXTS else "checkout_refused")
+    context.answer_pre_checkout(query.id, True)
+
+
+def is_order_payment(message):
+    return order_of(message.successful_payment.invoice_payload) is not None
+
+
+def on_successful_payment(message, context):
+    payment = message.successful_payment
+    try:
+        applied = settle_stars_payment(
+            order_of(payment.invoice_payload), payment.telegram_payment_charge_id, payment.total_amount, payment.currency
+        )
+    except StarsRejected:
+        on_unmatched_payment(message, context)
+        return
+    if applied.outcome == SETTLED:
+        price = price_text(payment.total_amount, payment.currency)
+        context.send(message.chat.id, context.text("payment_received", price=price))
+    elif applied.outcome != "replayed":
+        # The money arrived but paid nothing (an amount or order that did not match):
+        # apply_payment queued the operator notice that gets it refunded or settled by hand.
+        context.send(message.chat.id, context.text("payment_unmatched"))
+
+
+def on_press(query, context, press):
+    """A press of one of this flow's buttons (bot/handlers/menu.py routes it here)."""
+    if press.action == keyboards.BUY:
+        on_buy(query, context)
+    elif press.action == keyboards.PLAN:
+        on_plan(query, context, int(press.argument))
+    elif press.action == keyboards.PAY:
+        plan_id, method, currency = press.argument.split(":")
+        on_pay(query, context, int(plan_id), method, currency)
+
+
+def register(bot, context):
+    bot.pre_checkout_query_handler(func=lambda query: True)(lambda query: on_pre_checkout(query, context()))
+    bot.message_handler(content_types=["successful_payment"], func=is_order_payment)(
+        lambda message: on_successful_payment(message, context())
+    )

@@ -1,0 +1,123 @@
+"""My subscriptions (SPEC 14.4, 13.13): each subscription's phase, end and traffic used, its link, a QR code button.
+
+The phase is computed when read (commerce/phase.py), in the update's
+transaction. What only the panel knows — the link and the traffic used —
+is read after the commit (Context.later), so no panel call holds the
+transaction open; a panel that does not answer leaves those out, with a
+word saying so. The link goes to its own customer only: a QR press names a
+subscription, and one that is not the presser's is refused like a forged
+button.
+"""
+
+import logging
+
+from bot import keyboards, qr, services, texts
+from bot.updates import Answer
+from commerce.phase import standings
+from models.commerce import Plan, Subscription
+
+logger = logging.getLogger("omniflow.bot.subscriptions")
+
+DATE_FORMAT = "%Y-%m-%d %H:%M"
+UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def traffic_text(used_bytes):
+    value, unit = float(used_bytes), 0
+    while value >= 1024 and unit < len(UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{int(value)} {UNITS[unit]}" if unit == 0 else f"{value:.1f} {UNITS[unit]}"
+
+
+def rows_of(customer):
+    """[(subscription id, remote user id, plan name, phase, ends_at)] of a customer's subscriptions, by slot."""
+    subscriptions = list(
+        Subscription.select(Subscription.id, Subscription.remote_user_id)
+        .where(Subscription.customer == customer.id)
+        .order_by(Subscription.slot)
+    )
+    standing = standings([subscription.id for subscription in subscriptions])
+    plans = {}
+    rows = []
+    for subscription in subscriptions:
+        entitlement = standing[subscription.id].entitlement
+        if entitlement is None:
+            continue
+        if entitlement.plan_id not in plans:
+            plans[entitlement.plan_id] = Plan.get_by_id(entitlement.plan_id).name
+        rows.append(
+            (
+                subscription.id,
+                subscription.remote_user_id,
+                plans[entitlement.plan_id],
+                standing[subscription.id].phase,
+                entitlement.ends_at,
+            )
+        )
+    return rows
+
+
+def on_subscriptions(query, context):
+    chat, message_id = query.message.chat.id, query.message.message_id
+    rows = rows_of(context.customer)
+    context.answer_callback(query.id)
+    if not rows:
+        context.edit(chat, message_id, context.text("subscriptions_none"), keyboards.back(context.language))
+        return
+    context.later(lambda: [_shown(context, chat, message_id, rows)])
+
+
+def _shown(context, chat, message_id, rows):
+    lines, with_links = [context.text("subscriptions_header")], []
+    unavailable = False
+    for number, (subscription_id, remote_user_id, plan, phase, ends_at) in enumerate(rows, 1):
+        remote = None
+        if remote_user_id:
+            try:
+                remote = services.remote_user(remote_user_id)
+            except services.PanelUnavailable:
+                unavailable = True
+        lines.append(
+            context.text(
+                "subscription_detail",
+                number=number,
+                plan=plan,
+                phase=phase_text(context.language, phase),
+                ends=ends_at.strftime(DATE_FORMAT),
+                traffic="?" if remote is None else traffic_text(remote.used_traffic_bytes),
+            )
+        )
+        if remote is not None:
+            lines.append(context.text("subscription_link", link=remote.subscription_url))
+            with_links.append(subscription_id)
+    if unavailable:
+        lines.append(context.text("link_unavailable"))
+    return Answer("edit", (chat, message_id), "\n".join(lines), keyboards.subscriptions(context.language, with_links))
+
+
+def phase_text(language, phase):
+    key = f"phase_{phase}"
+    return texts.text(language, key) if key in texts.CATALOG[texts.DEFAULT_LANGUAGE] else phase
+
+
+def on_qr(query, context, subscription_id):
+    subscription = Subscription.get_or_none(
+        Subscription.id == subscription_id, Subscription.customer == context.customer.id
+    )
+    if subscription is None or not subscription.remote_user_id:
+        raise context.refusal("callback_refused")
+    chat, remote_user_id = query.message.chat.id, subscription.remote_user_id
+    context.answer_callback(query.id)
+    context.later(lambda: [_qr_code(context, chat, remote_user_id)])
+
+
+def _qr_code(context, chat, remote_user_id):
+    try:
+        remote = services.remote_user(remote_user_id)
+    except services.PanelUnavailable as unavailable:
+        logger.warning("a subscription link could not be read", extra={"error": str(unavailable)})
+        remote = None
+    if remote is None:
+        return Answer("send", chat, context.text("link_unavailable"))
+    link = remote.subscription_url
+    return Answer("photo", chat, context.text("qr_caption", link=link), payload=qr.png(link))

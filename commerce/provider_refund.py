@@ -1,0 +1,119 @@
+"""The `provider_refund` job (SPEC 13.10): one refund sent to its provider's refund API, never lost, never doubled.
+
+commerce/refunds.py inserts the job in the refund's own transaction, so a
+refund that committed always has its call waiting, whatever crashes after.
+The job reads the refund, calls the provider outside any transaction, and
+records the answer under the refund row's lock:
+
+- YooKassa through its SDK with the refund's `idempotence_key` as the
+  Idempotence-Key: a call repeated after a timeout or a worker's crash gets
+  the first refund back, not a second one;
+- Telegram Stars with `refundStarPayment`: a charge refunded already is
+  answered CHARGE_ALREADY_REFUNDED, which means the refund stands.
+
+A refund the provider has done → `succeeded`; accepted but not final
+(YooKassa's `pending`) → `processing`; a transient failure (timeout, 5xx,
+429) → the job retries with backoff and the row keeps the last error code;
+a refusal, a cancellation or the last attempt spent → `failed` with its
+code and one `refund_failed` operator notice: the ledger has booked the
+refund, so an operator pays it back by hand or refunds it to the wallet.
+"""
+
+import logging
+
+from commerce import providers
+from commerce.refunds import JOB_KIND, NOTICE_REFUND_FAILED
+from integrations.payments import STATUS_CANCELED, STATUS_SUCCEEDED, ProviderError
+from jobs import UNIQUE_WHILE_ACTIVE, current_job, huey
+from models.base import db, utcnow
+from models.commerce import Customer, Order
+from models.payments import Refund
+from models.transactions import locked
+from ops.records import queue_notice
+
+logger = logging.getLogger("omniflow.commerce.refunds")
+
+ATTEMPTS = 12
+REFUND_CANCELED = "refund_canceled"  # the provider canceled the refund it had accepted
+
+
+class RefundRetry(Exception):
+    """The provider could not answer now; the queue runs the job again with backoff."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+@huey.job(JOB_KIND, max_attempts=ATTEMPTS, unique_states=UNIQUE_WHILE_ACTIVE)
+def provider_refund(refundId):
+    refund = Refund.get_or_none(Refund.id == refundId)
+    if refund is None or refund.status != "pending":
+        return None if refund is None else refund.status
+    try:
+        answer = _call(refund)
+    except providers.ProviderNotConfigured as missing:
+        return _failed_or_retry(refund, missing.code, transient=True)
+    except ProviderError as error:
+        return _failed_or_retry(refund, error.code, transient=error.transient)
+    if answer.status == STATUS_CANCELED:
+        return _failed(refund, REFUND_CANCELED)
+    status = "succeeded" if answer.status == STATUS_SUCCEEDED else "processing"
+    return _record(refund, status, provider_refund_id=answer.refund_id)
+
+
+def _call(refund):
+    adapter = providers.refund_adapter(refund.provider)
+    extra = {}
+    if refund.provider == providers.STARS:
+        order = Order.get_by_id(refund.order_id)
+        extra["payer_id"] = Customer.get_by_id(order.customer_id).telegram_id
+    return adapter.refund(
+        payment_id=refund.provider_payment_id,
+        amount_minor=refund.amount_minor,
+        currency=refund.currency,
+        idempotence_key=refund.idempotence_key,
+        description=f"Refund of order {refund.order_id}",
+        **extra,
+    )
+
+
+def _failed_or_retry(refund, code, transient):
+    job = current_job()
+    if transient and (job is None or job.attempt < ATTEMPTS):
+        _record(refund, "pending", last_error_code=code)
+        logger.warning("provider refund will be retried", extra={"reason": f"refund {refund.id}: {code}"})
+        raise RefundRetry(code)
+    return _failed(refund, code)
+
+
+def _failed(refund, code):
+    return _record(refund, "failed", last_error_code=code)
+
+
+def _record(refund, status, **columns):
+    """Write the answer unless another run already recorded one; returns the row's status after.
+    A refund that failed queues its operator notice in the same transaction."""
+    with db.atomic():
+        current = locked(Refund.select().where(Refund.id == refund.id)).get()
+        if current.status != "pending":
+            return current.status
+        now = utcnow()
+        final = status in ("succeeded", "failed")
+        Refund.update(status=status, updated_at=now, completed_at=now if final else None, **columns).where(
+            Refund.id == refund.id
+        ).execute()
+        if status == "failed":
+            queue_notice(
+                NOTICE_REFUND_FAILED,
+                f"refund:{refund.id}",
+                {
+                    "refundId": refund.id,
+                    "orderId": refund.order_id,
+                    "provider": refund.provider,
+                    "amountMinor": refund.amount_minor,
+                    "currency": refund.currency,
+                    "errorCode": columns.get("last_error_code"),
+                },
+            )
+        return status

@@ -1,0 +1,199 @@
+"""SPEC 14.4, 14.5, 13.12 in the test process: Buy → plan → Stars, wallet, YooKassa, CryptoBot; pre-checkout; payment."""
+
+import datetime
+
+import pytest
+
+from bot import keyboards
+from bot.updates import APPLIED, DUPLICATE, REFUSED
+from models.base import utcnow
+from models.bot import BotCheckoutSession
+from models.commerce import Customer, Order
+from models.payments import PaymentIntent
+from ops import maintenance
+from tests.support import sales
+from tests.support.botruns import InProcessBot, row_counts
+from tests.support.processes import wait_for
+from tests.support.shop import rub_plan
+
+ANN = {"id": 601, "first_name": "Ann", "language_code": "en"}
+
+
+@pytest.fixture
+def bot(database, telebot, fake_telegram, bot_services, ledger_invariant):
+    bot = InProcessBot(telebot, fake_telegram)
+    fake_telegram.send_message(ANN, "/start")
+    bot.drain()
+    return bot
+
+
+@pytest.fixture
+def plan(database):
+    return rub_plan()
+
+
+def buttons(message):
+    return [button for row in message["reply_markup"]["inline_keyboard"] for button in row]
+
+
+def last(fake):
+    return fake.bot_messages(ANN["id"])[-1]
+
+
+def menu(fake):
+    """The message with buttons the customer presses (edited in place as they go)."""
+    return [message for message in fake.bot_messages(ANN["id"]) if message.get("reply_markup")][-1]
+
+
+def customer():
+    return Customer.get(Customer.telegram_id == ANN["id"])
+
+
+def choose(bot, fake, *presses):
+    for data in presses:
+        fake.press(ANN, data)
+    return bot.drain()
+
+
+def pay(plan, method, currency):
+    return keyboards.data(keyboards.PAY, f"{plan.id}:{method}:{currency}")
+
+
+def test_buy_lists_the_plans_on_sale_with_their_prices_and_a_plan_its_ways_to_pay(bot, fake_telegram, plan):
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.BUY)) == [APPLIED]
+    shown = menu(fake_telegram)
+    assert shown["text"] == "Plans on sale. Choose one:"
+    assert buttons(shown)[0] == {
+        "text": "Monthly, 30 days: 199.00 RUB · 5.00 USD · 250 ⭐",
+        "callback_data": keyboards.data(keyboards.PLAN, str(plan.id)),
+    }
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.PLAN, str(plan.id))) == [APPLIED]
+    shown = menu(fake_telegram)
+    assert shown["text"] == "Monthly: how would you like to pay?"
+    assert [button["callback_data"] for button in buttons(shown)] == [
+        pay(plan, "stars", "XTR"),
+        pay(plan, "wallet", "RUB"),
+        pay(plan, "yookassa", "RUB"),
+        pay(plan, "cryptobot", "USD"),
+        keyboards.data(keyboards.BUY),
+    ]
+    assert Order.select().count() == 0  # looking costs nothing
+
+
+def test_stars_sends_an_xtr_invoice_and_its_payment_settles_the_order_once(bot, fake_telegram, plan):
+    assert choose(bot, fake_telegram, pay(plan, "stars", "XTR")) == [APPLIED]
+    invoice = last(fake_telegram)
+    assert invoice["kind"] == "invoice" and invoice["invoice"] == {
+        "title": "Monthly", "description": f"Monthly, order {Order.get().id}", "start_parameter": "",
+        "currency": "XTR", "total_amount": 250,
+    }  # fmt: skip
+    order = Order.get()
+    assert (order.status, order.provider, order.amount_minor, order.currency) == ("pending", "stars", 250, "XTR")
+    assert BotCheckoutSession.get().order_id == order.id
+
+    query = fake_telegram.pay_invoice(ANN, invoice["message_id"])
+    assert bot.drain() == [APPLIED]
+    assert fake_telegram.pre_checkout_answers()[query["pre_checkout_query"]["id"]]["ok"] is True
+    wait_for(lambda: fake_telegram.waiting(bot.offset), 10, message="the successful payment")
+    payment = fake_telegram._updates[-1]  # the service message Telegram sent after the charge
+    fake_telegram.inject(payment)
+    fake_telegram.inject(payment)
+    assert bot.drain() == [APPLIED, DUPLICATE, DUPLICATE]
+    order = Order.get_by_id(order.id)
+    assert (order.status, order.settled_by) == ("paid", "stars")
+    (intent,) = PaymentIntent.select()
+    assert (intent.provider, intent.status, intent.amount_minor) == ("stars", "succeeded", 250)
+    assert last(fake_telegram)["text"].startswith("Payment received: 250 ⭐. Your access is being set up")
+
+
+def test_the_same_charge_in_a_second_update_pays_nothing_twice(bot, fake_telegram, plan):
+    choose(bot, fake_telegram, pay(plan, "stars", "XTR"))
+    order = Order.get()
+    for _ in range(2):
+        fake_telegram.successful_payment(ANN, "XTR", 250, f"order:{order.id}", charge_id="stx-same-charge")
+    assert bot.drain() == [APPLIED, APPLIED]
+    assert PaymentIntent.select().count() == 1
+    assert Order.get_by_id(order.id).status == "paid"
+    texts = [message["text"] for message in fake_telegram.bot_messages(ANN["id"])]
+    assert sum(text.startswith("Payment received") for text in texts) == 1
+
+
+@pytest.mark.parametrize("why", ["changed_price", "expired_order", "maintenance", "someone_elses_order"])
+def test_pre_checkout_is_refused_with_a_reason_and_nothing_written(bot, fake_telegram, plan, why):
+    choose(bot, fake_telegram, pay(plan, "stars", "XTR"))
+    order = Order.get()
+    amount, user, expected = 250, ANN, None
+    if why == "changed_price":
+        amount, expected = 200, "The price has changed."
+    elif why == "expired_order":
+        Order.update(expires_at=utcnow() - datetime.timedelta(seconds=1)).where(Order.id == order.id).execute()
+        expected = "This order has expired or was already paid."
+    elif why == "maintenance":
+        maintenance.set_mode(True, "upgrade", "test")
+        expected = "The shop is closed for maintenance."
+    else:
+        user = {"id": 602, "first_name": "Eve", "language_code": "en"}
+        fake_telegram.send_message(user, "/start")
+        bot.drain()
+        expected = "This payment can't be accepted."
+    before = row_counts()
+    query = fake_telegram.pre_checkout(user, "XTR", amount, f"order:{order.id}")
+    assert bot.drain() == [REFUSED]
+    assert row_counts() == before
+    answer = fake_telegram.pre_checkout_answers()[query["pre_checkout_query"]["id"]]
+    assert answer["ok"] is False and answer["error_message"].startswith(expected)
+
+
+def test_the_wallet_refuses_a_balance_too_small_and_pays_from_one_that_covers_it(bot, fake_telegram, plan):
+    before = row_counts()
+    assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [REFUSED]
+    assert row_counts() == before
+    assert last(fake_telegram)["text"] == "Your wallet balance is not enough for this purchase."
+
+    sales.topped_up(customer(), 50000, "RUB")
+    fake_telegram.press(ANN, keyboards.data(keyboards.PLAN, str(plan.id)))
+    bot.drain()
+    assert buttons(menu(fake_telegram))[1]["text"] == "Wallet: 199.00 RUB (balance 500.00 RUB)"
+    assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]
+    order = Order.get(Order.operation == "purchase")
+    assert (order.status, order.settled_by, order.amount_minor) == ("paid", "wallet", 19900)
+    assert last(fake_telegram)["text"].startswith("Paid 199.00 RUB from your wallet for Monthly.")
+
+
+@pytest.mark.parametrize("method, currency", [("yookassa", "RUB"), ("cryptobot", "USD")])
+def test_a_hosted_provider_gives_a_link_button_to_its_payment_page(bot, fake_telegram, plan, method, currency):
+    assert choose(bot, fake_telegram, pay(plan, method, currency)) == [APPLIED]
+    order = Order.get()
+    (intent,) = PaymentIntent.select()
+    assert (order.status, order.provider, intent.provider, intent.status) == ("pending", method, method, "pending")
+    shown = last(fake_telegram)
+    assert shown["text"].startswith(f"Order {order.id}: Monthly, ")
+    assert buttons(shown)[0]["url"] == intent.confirmation_url and intent.confirmation_url.startswith("http")
+    assert BotCheckoutSession.get().order_id == order.id
+
+
+def test_every_purchase_step_is_refused_with_a_plain_message_in_maintenance(bot, fake_telegram, plan):
+    sales.topped_up(customer(), 50000, "RUB")
+    maintenance.set_mode(True, "upgrade", "test")
+    before = row_counts()
+    presses = [keyboards.data(keyboards.BUY), keyboards.data(keyboards.PLAN, str(plan.id))]
+    presses += [pay(plan, method, currency) for method, currency in
+                (("stars", "XTR"), ("wallet", "RUB"), ("yookassa", "RUB"), ("cryptobot", "USD"))]  # fmt: skip
+    assert choose(bot, fake_telegram, *presses) == [REFUSED] * len(presses)
+    assert row_counts() == before
+    said = [message["text"] for message in fake_telegram.bot_messages(ANN["id"])[-len(presses) :]]
+    assert said == ["The shop is closed for maintenance. Nothing can be bought right now; please try again later."] * 6
+
+
+def test_a_blocked_customer_cannot_buy(bot, fake_telegram, plan):
+    Customer.update(blocked=True).where(Customer.telegram_id == ANN["id"]).execute()
+    before = row_counts()
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.BUY), pay(plan, "stars", "XTR")) == [REFUSED] * 2
+    assert row_counts() == before
+
+
+@pytest.mark.parametrize("data", ["pay:999:stars:XTR", "pay:1:paypal:USD", "pay:1:stars:xtr", "plan:0", "qr:999"])
+def test_a_forged_purchase_button_is_refused_and_nothing_written(bot, fake_telegram, plan, data):
+    before = row_counts()
+    assert choose(bot, fake_telegram, data) == [REFUSED]
+    assert row_counts() == before

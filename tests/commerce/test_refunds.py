@@ -1,0 +1,271 @@
+"""SPEC 13.10: a refund reverses the ledger in the order's own transaction and goes back where
+the money was paid — the wallet, YooKassa's refund API (fake YooKassa, a real server), Telegram's
+refundStarPayment (fake Bot API, a real server) — or is recorded as manual for Crypto Pay; the
+provider call is a durable job that never refunds twice."""
+
+import pytest
+
+from commerce import ledger, providers
+from commerce import provider_refund as _job  # noqa: F401  (declares the provider_refund kind)
+from commerce.checkout import checkout
+from commerce.orders import create_order
+from commerce.payments import poll_intent
+from commerce.refunds import (
+    NOTICE_REFUND_FAILED,
+    NOTICE_REFUND_MANUAL,
+    PARTIAL_REFUND_UNSUPPORTED,
+    REFUND_EXCEEDS_WALLET,
+    refund_order,
+)
+from commerce.settlement import SettlementRejected, settle_order
+from commerce.stars import settle_stars_payment
+from fakes.telegram import FakeTelegram
+from integrations.payments.stars import StarsRefunds
+from models.commerce import Order
+from models.jobs import Job
+from models.ledger import LedgerEntry, LedgerTransaction
+from models.ops import OperatorNotice
+from models.payments import PaymentIntent, Refund
+from tests.support import commerce, sales
+from tests.support.direct import make_due, run_all
+from tests.support.shop import PUBLIC_URL, rub_plan
+
+pytestmark = pytest.mark.usefixtures("ledger_invariant")
+
+TELEGRAM_TOKEN = "424242:AAstarsRefundTestToken0123456789"
+
+
+def paid_at(shop, provider="yookassa", key="k"):
+    """An order paid at a fake provider and settled by the poll (its webhook lost). Returns (order, intent)."""
+    buyer = commerce.customer()
+    result = checkout(shop.providers, PUBLIC_URL, buyer.id, "purchase", provider, "RUB", plan_id=rub_plan().id, key=key)
+    intent = PaymentIntent.get(PaymentIntent.order == result.order_id)
+    fake = shop.fake(provider)
+    fake.set_faults(webhook_lost_rate=1.0)
+    if provider == "yookassa":
+        fake.succeed(intent.provider_payment_id)
+    else:
+        fake.pay(intent.provider_payment_id)
+    assert poll_intent(intent).outcome == "settled"
+    fake.clear_faults()
+    return Order.get_by_id(result.order_id), PaymentIntent.get_by_id(intent.id)
+
+
+def entries(transaction_id):
+    return sorted(
+        (entry.account.name, entry.amount_minor)
+        for entry in LedgerEntry.select().where(LedgerEntry.transaction == transaction_id)
+    )
+
+
+def refund_jobs():
+    return list(Job.select().where(Job.kind == "provider_refund"))
+
+
+def run_refund_jobs():
+    ran = run_all()
+    return [job for job in refund_jobs() if job.id in ran]
+
+
+def notices(kind):
+    return list(OperatorNotice.select().where(OperatorNotice.kind == kind))
+
+
+# -- the ledger ----------------------------------------------------------------------------------
+
+
+def test_a_wallet_payment_refunded_in_full_goes_back_to_the_wallet_in_the_refunds_transaction(database):
+    buyer = sales.customer()
+    sales.topped_up(buyer, 50000)
+    order = create_order(buyer.id, "purchase", "RUB", plan_id=sales.plan().id)
+    settle_order(order.id, "wallet")
+    assert ledger.balance(buyer.id, "RUB") == 50000 - 29900
+
+    refunded = refund_order(order.id)
+
+    assert (refunded.status, refunded.refunded_amount_minor) == ("refunded", 29900)
+    assert ledger.balance(buyer.id, "RUB") == 50000
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.destination, refund.status, refund.amount_minor) == ("wallet", "succeeded", 29900)
+    reversal = LedgerTransaction.get_by_id(refund.ledger_transaction_id)
+    assert (reversal.kind, reversal.idempotency_key, reversal.order_id) == ("refund", f"refund:{refund.id}", order.id)
+    assert entries(reversal.id) == sorted([(ledger.wallet(buyer.id), 29900), ("revenue", -29900)])
+    assert refund_jobs() == []  # nothing to call
+
+
+def test_a_partial_refund_of_a_provider_payment_moves_that_amount_back_to_the_providers_clearing(database):
+    buyer = sales.customer()
+    order, _, _ = sales.paid_order(buyer, sales.plan())
+
+    part = refund_order(order.id, 10000)
+
+    assert (part.status, part.refunded_amount_minor) == ("partially_refunded", 10000)
+    refund = Refund.get(Refund.order == order.id)
+    assert entries(refund.ledger_transaction_id) == sorted(
+        [("provider_clearing:yookassa", 10000), ("revenue", -10000)]
+    )
+    assert (refund.destination, refund.status) == ("provider", "pending")
+    assert [job.args_dict for job in refund_jobs()] == [{"refundId": refund.id}]
+
+
+def test_a_provider_payment_can_be_refunded_to_the_wallet_instead(database):
+    buyer = sales.customer()
+    order, _, _ = sales.paid_order(buyer, sales.plan(), provider="cryptobot")
+
+    refund_order(order.id, 5000, to="wallet")
+
+    assert ledger.balance(buyer.id, "RUB") == 5000
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.destination, refund.status) == ("wallet", "succeeded")
+    assert entries(refund.ledger_transaction_id) == sorted([(ledger.wallet(buyer.id), 5000), ("revenue", -5000)])
+    assert refund_jobs() == [] and notices(NOTICE_REFUND_MANUAL) == []
+
+
+def test_a_topup_whose_wallet_spent_the_money_is_refused_and_nothing_is_written(database):
+    buyer = sales.customer()
+    topup = sales.topped_up(buyer, 30000)
+    order = create_order(buyer.id, "purchase", "RUB", plan_id=sales.plan().id)
+    settle_order(order.id, "wallet")  # 29 900 of the 30 000 spent
+    transactions = LedgerTransaction.select().count()
+
+    with pytest.raises(SettlementRejected) as refused:
+        refund_order(topup.id)
+
+    assert refused.value.code == REFUND_EXCEEDS_WALLET
+    assert Order.get_by_id(topup.id).status == "fulfilled"
+    assert (Refund.select().count(), LedgerTransaction.select().count()) == (0, transactions)
+    refund_order(topup.id, 100)  # what the wallet still holds comes back
+    assert ledger.balance(buyer.id, "RUB") == 0
+
+
+def test_a_crypto_pay_refund_is_recorded_as_manual_with_an_operator_notice(database):
+    buyer = sales.customer()
+    order, _, _ = sales.paid_order(buyer, sales.plan(), provider="cryptobot")
+
+    refund_order(order.id)
+
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.destination, refund.status, refund.provider) == ("manual", "manual", "cryptobot")
+    assert entries(refund.ledger_transaction_id) == sorted(
+        [("provider_clearing:cryptobot", 29900), ("revenue", -29900)]
+    )
+    (notice,) = notices(NOTICE_REFUND_MANUAL)
+    assert notice.dedupe_key == f"refund:{refund.id}"
+    assert refund_jobs() == []
+
+
+def test_a_refund_refused_writes_nothing_not_even_its_status(database):
+    buyer = sales.customer()
+    order, _, _ = sales.paid_order(buyer, sales.plan(), provider="stars", currency="XTR")
+
+    with pytest.raises(SettlementRejected) as refused:
+        refund_order(order.id, 100)  # Telegram refunds a Stars charge whole
+
+    assert refused.value.code == PARTIAL_REFUND_UNSUPPORTED
+    assert (Order.get_by_id(order.id).status, Refund.select().count()) == ("paid", 0)
+    assert LedgerTransaction.select().where(LedgerTransaction.kind == "refund").count() == 0
+
+
+# -- YooKassa ------------------------------------------------------------------------------------
+
+
+def test_a_yookassa_refund_goes_through_the_api_and_its_state_is_recorded(shop):
+    order, intent = paid_at(shop)
+
+    refund_order(order.id, 5000)
+    (job,) = run_refund_jobs()
+
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.status, refund.last_error_code) == ("succeeded", None)
+    assert refund.provider_refund_id is not None and refund.completed_at is not None
+    at_provider = shop.providers["yookassa"].fetch_payment(intent.provider_payment_id)
+    assert at_provider.refunded_minor == 5000
+    assert Job.get_by_id(job.id).state == "completed"
+
+
+def test_a_yookassa_refund_retried_after_a_lost_answer_never_refunds_twice(shop):
+    order, intent = paid_at(shop)
+    refund_order(order.id)
+    # The first call is done at YooKassa but its answer never arrives (the worker might as well have crashed).
+    shop.yookassa.set_faults(timeout_rate=1.0, routes=["POST /v3/refunds"])
+
+    run_refund_jobs()
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.status, refund.last_error_code) == ("pending", "provider_unavailable")
+    (job,) = refund_jobs()
+    assert Job.get_by_id(job.id).state == "retryable"
+
+    shop.yookassa.clear_faults()
+    make_due(job.id)
+    run_refund_jobs()
+
+    refund = Refund.get(Refund.order == order.id)
+    assert refund.status == "succeeded"
+    assert shop.yookassa.stats()["refunds"] == 1
+    assert shop.providers["yookassa"].fetch_payment(intent.provider_payment_id).refunded_minor == order.amount_minor
+
+
+def test_a_refund_yookassa_refuses_fails_with_its_code_and_one_notice(shop):
+    order, intent = paid_at(shop)
+    refund_order(order.id, 1000)
+    # Someone refunded the whole payment at YooKassa's dashboard: ours is now more than is left there.
+    shop.providers["yookassa"].refund(
+        payment_id=intent.provider_payment_id, amount_minor=order.amount_minor, currency="RUB", idempotence_key="x"
+    )
+
+    run_refund_jobs()
+
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.status, refund.last_error_code) == ("failed", "provider_rejected")
+    (notice,) = notices(NOTICE_REFUND_FAILED)
+    assert notice.dedupe_key == f"refund:{refund.id}"
+
+
+# -- Telegram Stars ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def telegram():
+    fake = FakeTelegram(token=TELEGRAM_TOKEN).start()
+    providers.use_stars(StarsRefunds(TELEGRAM_TOKEN, fake.base_url, timeout=1.0))
+    yield fake
+    providers.use_stars(None)
+    fake.stop()
+
+
+def paid_with_stars(telegram):
+    buyer = sales.customer()
+    order = create_order(buyer.id, "purchase", "XTR", plan_id=sales.plan().id, provider="stars")
+    charge = "stxrefund" + str(order.id)
+    telegram.successful_payment(buyer.telegram_id, "XTR", order.amount_minor, f"order:{order.id}", charge_id=charge)
+    assert settle_stars_payment(order.id, charge, order.amount_minor).outcome == "settled"
+    return Order.get_by_id(order.id), buyer, charge
+
+
+def test_a_stars_refund_calls_refund_star_payment_for_the_charge(database, telegram):
+    order, buyer, charge = paid_with_stars(telegram)
+
+    refund_order(order.id)
+    run_refund_jobs()
+
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.destination, refund.status, refund.provider_refund_id) == ("provider", "succeeded", charge)
+    calls = [call for call in telegram.accepted() if call["method"] == "refundStarPayment"]
+    assert [call["params"]["telegram_payment_charge_id"] for call in calls] == [charge]
+    assert entries(refund.ledger_transaction_id) == sorted([("provider_clearing:stars", 250), ("revenue", -250)])
+
+
+def test_a_stars_refund_whose_answer_was_lost_is_recorded_once_the_retry_hears_it_was_done(database, telegram):
+    order, buyer, charge = paid_with_stars(telegram)
+    refund_order(order.id)
+    telegram.set_fault("refundStarPayment", "slow", count=1, delay=3.0)  # done, answered after our deadline
+
+    run_refund_jobs()
+    assert Refund.get(Refund.order == order.id).status == "pending"
+    (job,) = refund_jobs()
+    make_due(job.id)
+    run_refund_jobs()
+
+    assert Refund.get(Refund.order == order.id).status == "succeeded"
+    calls = [call for call in telegram.accepted() if call["method"] == "refundStarPayment"]
+    assert len(calls) == 1  # the second call was answered CHARGE_ALREADY_REFUNDED: nothing paid twice
