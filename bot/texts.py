@@ -146,6 +146,8 @@ CATALOG = {
 CATALOG["en"].update(
     {
         "button_support": "Support",
+        "channel_required": "Purchases are open to members of our channel {channel}. Join it, then press Buy again.",
+        "channel_required_unnamed": "Purchases are open to members of our channel. Join it, then press Buy again.",
         "support_prompt": "Write your question in one message (at most {limit} characters); a photo with a caption "
         "works too. Send /cancel to stop.",
         "support_received": "Thank you! Your message is in ticket #{ticket}. We will answer here.",
@@ -164,6 +166,10 @@ CATALOG["en"].update(
 CATALOG["ru"].update(
     {
         "button_support": "Поддержка",
+        "channel_required": "Покупки доступны подписчикам нашего канала {channel}. Подпишитесь и нажмите «Купить» "
+        "ещё раз.",
+        "channel_required_unnamed": "Покупки доступны подписчикам нашего канала. Подпишитесь и нажмите «Купить» "
+        "ещё раз.",
         "support_prompt": "Напишите вопрос одним сообщением (не больше {limit} символов); можно фото с подписью. "
         "Отправьте /cancel, чтобы передумать.",
         "support_received": "Спасибо! Ваше сообщение в обращении №{ticket}. Ответим здесь.",

@@ -5,6 +5,7 @@ answers rendered from bot/texts.py on the update's Context (bot/updates.py),
 which is `applier.current` while the update is applied.
 """
 
+from bot import membership
 from bot.handlers import buy, fallback, menu, start, support
 
 
@@ -15,6 +16,7 @@ def register(bot, applier, settings=None):
     files = support.SupportFiles()
     if settings is not None:
         files = support.SupportFiles(settings.support_attachment_dir, settings.support_attachment_max_bytes)
+    membership.configure(bot, settings.telegram_required_channel if settings is not None else "")
     fallback.register_guards(bot, context)  # before any flow: a message too long is refused unread
     start.register(bot, context)
     support.register(bot, context, files)

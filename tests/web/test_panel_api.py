@@ -7,6 +7,7 @@ import json
 import pytest
 import requests
 
+import commerce.provider_refund  # noqa: F401  (registers the refund job kind a refund through the provider inserts)
 import jobs
 import jobs.fulfillment  # noqa: F401  (registers the fulfillment job kind the retry inserts)
 from commerce.settlement import settle_order
