@@ -26,6 +26,7 @@ QR_CODE = "qr"  # qr:<subscription id>: its link as a QR code image
 PAYMENT_METHODS = ("stars", "wallet", "yookassa", "cryptobot")
 _ID = r"[1-9][0-9]{0,17}"
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+SUPPORT = "support"
 
 # action -> the arguments it takes (None: no argument)
 ACTIONS = {
@@ -36,6 +37,7 @@ ACTIONS = {
     PLAN: re.compile(_ID),
     PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
     QR_CODE: re.compile(_UUID),
+    SUPPORT: None,
 }
 
 
@@ -80,6 +82,7 @@ def main_menu(language):
             [(texts.text(language, "button_buy"), data(BUY))],
             [(texts.text(language, "button_subscriptions"), data(SUBSCRIPTIONS))],
             [(texts.text(language, "button_language"), data(LANGUAGE))],
+            [(texts.text(language, "button_support"), data(SUPPORT))],
         ]
     )
 

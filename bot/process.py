@@ -10,7 +10,9 @@ never runs them: it starts no consumer.
 Threads: the main thread polls and applies updates; one sends their answers
 (bot/updates.py AnswerSender); one renews the lease; one delivers customer
 notices (bot/customer_notices.py); one queues the customer lifecycle notices
-(bot/lifecycle.py); one runs the operator notifier when
+(bot/lifecycle.py); one delivers campaigns and announcements
+(bot/campaigns.py); one pushes operators' support replies
+(bot/support_push.py); one runs the operator notifier when
 APP_TELEGRAM_OPERATOR_CHAT_ID is set.
 SIGTERM while the main thread waits in getUpdates aborts that call at once
 (nothing read is lost: unconfirmed updates are delivered again); while it
@@ -23,11 +25,13 @@ import signal
 import threading
 
 from bot import handlers, services
+from bot.campaigns import CampaignDelivery
 from bot.customer_notices import CustomerNoticeLoop
 from bot.lease import BotLease, LeaseLost
 from bot.lifecycle import LifecycleNotices
 from bot.notifier import OperatorNotifier
 from bot.polling import Poller
+from bot.support_push import SupportReplyPush
 from bot.updates import AnswerSender, UpdateApplier
 from integrations import telegram
 from models.base import db
@@ -94,11 +98,17 @@ class BotProcess:
         applier.sender = AnswerSender(applier.deliver)
         answers = threading.Thread(target=applier.sender.run, name="bot-answers", daemon=True)
         answers.start()
-        handlers.register(bot, applier)
+        handlers.register(bot, applier, self.settings)
         threads = [
             threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True),
             threading.Thread(target=CustomerNoticeLoop(bot, self.stop).run, name="customer-notices", daemon=True),
             threading.Thread(target=LifecycleNotices(self.stop).run, name="lifecycle-notices", daemon=True),
+            threading.Thread(
+                target=CampaignDelivery(bot, self.stop, self.settings.telegram_delivery_rate).run,
+                name="campaign-delivery",
+                daemon=True,
+            ),
+            threading.Thread(target=SupportReplyPush(bot, self.stop).run, name="support-push", daemon=True),
         ]
         if self.settings.telegram_operator_chat_id:
             notifier = OperatorNotifier(bot, self.settings.telegram_operator_chat_id, self.stop)

@@ -143,10 +143,23 @@ CATALOG = {
     },
 }
 
-# Customer notices of the lifecycle loop (bot/lifecycle.py), delivered by the customer-notice loop as
-# `notice_<kind>`; the fields are the notice's payload.
+# Support (bot/handlers/support.py, bot/support_push.py), and the customer notices of the lifecycle loop
+# (bot/lifecycle.py), delivered by the customer-notice loop as `notice_<kind>`: their fields are the payload.
 CATALOG["en"].update(
     {
+        "button_support": "Support",
+        "channel_required": "Purchases are open to members of our channel {channel}. Join it, then press Buy again.",
+        "channel_required_unnamed": "Purchases are open to members of our channel. Join it, then press Buy again.",
+        "support_prompt": "Write your question in one message (at most {limit} characters); a photo with a caption "
+        "works too. Send /cancel to stop.",
+        "support_received": "Thank you! Your message is in ticket #{ticket}. We will answer here.",
+        "support_cancelled": "OK, no message for support.",
+        "support_empty": "Please write a few words (or send a photo) for support.",
+        "support_photos_off": "Photos can't be accepted right now. Please describe the problem in words.",
+        "support_photo_too_large": "That photo is too large: at most {limit}, please.",
+        "size_mb": "{size} MB",
+        "size_kb": "{size} KB",
+        "support_reply": "Support, ticket #{ticket}:\n\n{text}",
         "notice_expiring_3d": "Your {plan} access ends in 3 days, on {ends} UTC. Renew it from the menu to keep it.",
         "notice_expiring_1d": "Your {plan} access ends tomorrow, on {ends} UTC. Renew it from the menu to keep it.",
         "notice_expired": "Your {plan} access ended on {ends} UTC. Buy a new period from the menu to get it back.",
@@ -154,6 +167,21 @@ CATALOG["en"].update(
 )
 CATALOG["ru"].update(
     {
+        "button_support": "Поддержка",
+        "channel_required": "Покупки доступны подписчикам нашего канала {channel}. Подпишитесь и нажмите «Купить» "
+        "ещё раз.",
+        "channel_required_unnamed": "Покупки доступны подписчикам нашего канала. Подпишитесь и нажмите «Купить» "
+        "ещё раз.",
+        "support_prompt": "Напишите вопрос одним сообщением (не больше {limit} символов); можно фото с подписью. "
+        "Отправьте /cancel, чтобы передумать.",
+        "support_received": "Спасибо! Ваше сообщение в обращении №{ticket}. Ответим здесь.",
+        "support_cancelled": "Хорошо, сообщение в поддержку не отправлено.",
+        "support_empty": "Напишите пару слов (или пришлите фото) для поддержки.",
+        "support_photos_off": "Фото сейчас принять не получится. Опишите проблему словами.",
+        "support_photo_too_large": "Фото слишком большое: не больше {limit}.",
+        "size_mb": "{size} МБ",
+        "size_kb": "{size} КБ",
+        "support_reply": "Поддержка, обращение №{ticket}:\n\n{text}",
         "notice_expiring_3d": "Ваш доступ «{plan}» закончится через 3 дня, {ends} UTC. Продлите его в меню.",
         "notice_expiring_1d": "Ваш доступ «{plan}» закончится завтра, {ends} UTC. Продлите его в меню.",
         "notice_expired": "Ваш доступ «{plan}» закончился {ends} UTC. Купите новый период в меню, чтобы вернуть его.",

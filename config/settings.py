@@ -78,6 +78,7 @@ class Settings:
     maintenance_probe_seconds: int = 30
     telegram_delivery_rate: int = 25
     support_attachment_dir: str = ""
+    support_attachment_max_bytes: int = 5 << 20  # a support photo over this is refused (bot/handlers/support.py)
     worker_metrics_port: int = 0  # 0: the worker serves no metrics endpoint
     public_url: str = ""  # where providers and payers reach the web process: webhooks, return URLs
     yookassa_shop_id: str = ""
@@ -298,6 +299,7 @@ def load_settings(environ=None, dotenv_path=None):
         maintenance_probe_seconds=_positive_int(environ, "APP_MAINTENANCE_PROBE_SECONDS", 30),
         telegram_delivery_rate=_positive_int(environ, "APP_TELEGRAM_DELIVERY_RATE", 25),
         support_attachment_dir=(environ.get("APP_SUPPORT_ATTACHMENT_DIR") or "").strip(),
+        support_attachment_max_bytes=_positive_int(environ, "APP_SUPPORT_ATTACHMENT_MAX_BYTES", 5 << 20),
         worker_metrics_port=_port(environ, "APP_WORKER_METRICS_PORT", 0),
         public_url=public_url,
         yookassa_shop_id=yookassa_shop_id,

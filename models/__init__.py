@@ -2,6 +2,7 @@
 
 from models.base import BaseModel, db, utcnow
 from models.bot import BOT_MODELS
+from models.campaigns import CAMPAIGN_MODELS
 from models.catalogue import CATALOGUE_MODELS
 from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
@@ -18,7 +19,7 @@ from models.ops import (
     OutboxEvent,
 )
 from models.payments import PAYMENT_MODELS
-from models.support import SupportAttachment
+from models.support import SUPPORT_MODELS
 
 ALL_MODELS = QUEUE_MODELS + [
     Customer,
@@ -42,8 +43,9 @@ ALL_MODELS = QUEUE_MODELS + [
     *CATALOGUE_MODELS,
     *LEDGER_MODELS,
     *PAYMENT_MODELS,
-    SupportAttachment,
+    *SUPPORT_MODELS,
     *BOT_MODELS,
+    *CAMPAIGN_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

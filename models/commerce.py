@@ -56,6 +56,7 @@ class Customer(BaseModel):
     blocked_reason = TextField(null=True)
     blocked_at = DateTimeField(null=True)
     created_at = DateTimeField(default=utcnow)
+    telegram_unreachable_at = DateTimeField(null=True)  # Telegram answered 403: the customer blocked the bot
 
     class Meta:
         table_name = "customers"

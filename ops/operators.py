@@ -28,7 +28,15 @@ SUBSCRIPTIONS_WRITE = "subscriptions.write"
 # subscriptions.read; orders, payments and wallets payments.read; refunds payments.write.
 PAYMENTS_READ = "payments.read"
 PAYMENTS_WRITE = "payments.write"
-PERMISSIONS = (SYSTEM_READ, SYSTEM_WRITE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRITE, PAYMENTS_READ, PAYMENTS_WRITE)
+# Campaigns and announcements through the bot: creating one and following its delivery (SPEC 6, 14.6).
+CAMPAIGNS_WRITE = "campaigns.write"
+# Support tickets: reading them (with the customers' words) and replying.
+SUPPORT_READ = "support.read"
+SUPPORT_WRITE = "support.write"
+PERMISSIONS = (
+    SYSTEM_READ, SYSTEM_WRITE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRITE, PAYMENTS_READ, PAYMENTS_WRITE, CAMPAIGNS_WRITE,
+    SUPPORT_READ, SUPPORT_WRITE,
+)  # fmt: skip
 
 SESSION_TTL = datetime.timedelta(hours=12)
 USERNAME_MAX = 64

@@ -108,6 +108,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0017_checkout_session_orders",
         "0018_commerce_passes",
         "0019_customer_notice_delivery",
+        "0020_bot_loops",
         "0021_refunds",
     ]
     assert migrations.pending(database) == everything

@@ -8,6 +8,7 @@ from web import (
     backoffice,
     backoffice_codes,
     backoffice_pages,
+    campaigns,
     checkout,
     health,
     metrics,
@@ -15,6 +16,7 @@ from web import (
     pages,
     panel,
     problems,
+    support,
     webhooks,
 )
 
@@ -32,6 +34,8 @@ def create_app(settings):
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
     app.merge(backoffice_codes.build())
+    app.merge(campaigns.build())
+    app.merge(support.build())
     app.merge(metrics.build(settings.operator_token))
     app.merge(openapi.build())
     app.merge(pages.build(secure_cookies=settings.cookie_secure))

@@ -14,11 +14,16 @@ from commerce.orders import ORDERABLE_KINDS
 from commerce.phase import PHASES
 from commerce.providers import PAYMENT_METHODS
 from models.catalogue import GIFT_CARD_STATUSES
+from models.campaigns import CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
+from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
+from ops import campaigns as ops_campaigns
+from ops import support as ops_support
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
 from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES
 from web import admin, backoffice, panel
 from web import checkout as web_checkout
+from web import support as web_support
 
 
 def _problem_ref():
@@ -632,6 +637,8 @@ def document():
     }
     paths.update(_back_office_paths())
     paths.update(_commerce_paths())
+    paths.update(_campaign_paths())
+    paths.update(_support_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
     for path, item in paths.items():
         if path.startswith("/v1/panel/"):
@@ -1046,6 +1053,129 @@ def _commerce_paths():
         "/v1/webhooks/cryptobot": webhook(
             "Crypto Pay (CryptoBot) updates, signed", CRYPTOBOT_UPDATE, parameters=[signature]
         ),
+    }
+
+
+CAMPAIGN = _object(
+    {
+        "id": INTEGER,
+        "kind": {"type": "string", "enum": list(CAMPAIGN_KINDS)},
+        "status": {"type": "string", "enum": list(CAMPAIGN_STATUSES)},
+        "recipients": INTEGER,
+        "createdBy": STRING,
+        "createdAt": TIME,
+        "finishedAt": TIME,
+        "delivery": _object({status: INTEGER for status in RECIPIENT_STATUSES}),
+    }
+)
+CAMPAIGN_REQUEST = _object(
+    {
+        "kind": {"type": "string", "enum": list(CAMPAIGN_KINDS), "description": "default: campaign"},
+        "text": {"type": "string", "minLength": 1, "maxLength": ops_campaigns.MAX_TEXT_LENGTH},
+        "customerIds": {
+            "type": "array",
+            "items": STRING,
+            "minItems": 1,
+            "maxItems": ops_campaigns.MAX_NAMED_CUSTOMERS,
+            "description": "only these customers; default: every customer the bot can reach",
+        },
+    },
+    ["text"],
+)
+
+
+def _campaign_paths():
+    return {
+        "/v1/panel/campaigns": {
+            "post": {
+                "summary": "Queue a campaign or an announcement for the bot to send (campaigns.write, audited"
+                " `campaign.created`)",
+                "security": SESSION,
+                "parameters": [REASON],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": CAMPAIGN_REQUEST}}},
+                "responses": {
+                    "201": _ok(_object({"campaign": CAMPAIGN}), "Queued"),
+                    "400": _error("`invalid_campaign_kind`, `invalid_campaign_text`, `invalid_audience`, …"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "422": _error("no customer in the audience can be reached through the bot (`empty_audience`)"),
+                },
+            }
+        },
+        "/v1/panel/campaigns/{campaignID}": _get(
+            "A campaign and its recipients per delivery status (campaigns.write)",
+            _object({"campaign": CAMPAIGN}),
+            [_id_parameter("campaignID")],
+            "no such campaign (`campaign_not_found`)",
+        ),
+    }
+
+
+TICKET = _object(
+    {
+        "id": INTEGER,
+        "customerId": STRING,
+        "status": {"type": "string", "enum": list(TICKET_STATUSES)},
+        "createdAt": TIME,
+        "updatedAt": TIME,
+    }
+)
+SUPPORT_MESSAGE = _object(
+    {
+        "id": INTEGER,
+        "author": {"type": "string", "enum": list(AUTHORS)},
+        "operator": NULLABLE_STRING,
+        "text": STRING,
+        "pushStatus": {"type": ["string", "null"], "enum": [*PUSH_STATUSES, None]},
+        "pushedAt": TIME,
+        "createdAt": TIME,
+        "attachments": _array(_object({"digest": STRING, "sizeBytes": INTEGER, "contentType": STRING})),
+    }
+)
+
+
+def _support_paths():
+    return {
+        "/v1/panel/support/tickets": _get(
+            "Support tickets of one status (default open), most recently active first (support.read)",
+            _object({"status": STRING, "tickets": _array(TICKET)}),
+            [
+                _query("status", {"type": "string", "enum": list(TICKET_STATUSES)}),
+                _query("limit", {"type": "integer", "minimum": 1, "maximum": web_support.MAX_PAGE}, "default: 50"),
+            ],
+        ),
+        "/v1/panel/support/tickets/{ticketID}": _get(
+            "A ticket and its messages with their attachments' digests (support.read)",
+            _object({"ticket": TICKET, "messages": _array(SUPPORT_MESSAGE)}),
+            [_id_parameter("ticketID")],
+            "no such ticket (`ticket_not_found`)",
+        ),
+        "/v1/panel/support/tickets/{ticketID}/replies": {
+            "post": {
+                "summary": "Reply to a ticket; the bot pushes it to the customer's chat (support.write, audited"
+                " `support.replied`)",
+                "security": SESSION,
+                "parameters": [_id_parameter("ticketID"), REASON],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object(
+                                {"text": {"type": "string", "minLength": 1, "maxLength": ops_support.MAX_TEXT_LENGTH}}
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _ok(_object({"message": SUPPORT_MESSAGE}), "Queued for the bot"),
+                    "400": _error("`invalid_support_text`, `invalid_ticket_id`, `reason_required`, `invalid_body`"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such ticket (`ticket_not_found`)"),
+                    "409": _error("the ticket is closed (`ticket_closed`)"),
+                },
+            }
+        },
     }
 
 

@@ -57,6 +57,9 @@ REFUND_EXCEEDS_WALLET = "refund_exceeds_wallet"
 INVALID_PLAN_ID = "invalid_plan_id"
 PLAN_NOT_FOUND = "plan_not_found"
 INVALID_VALIDITY = "invalid_validity"
+INVALID_CAMPAIGN_ID = "invalid_campaign_id"
+INVALID_TICKET_ID = "invalid_ticket_id"
+INVALID_TICKET_STATUS = "invalid_ticket_status"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

@@ -5,15 +5,21 @@ answers rendered from bot/texts.py on the update's Context (bot/updates.py),
 which is `applier.current` while the update is applied.
 """
 
-from bot.handlers import buy, fallback, menu, start
+from bot import membership
+from bot.handlers import buy, fallback, menu, start, support
 
 
-def register(bot, applier):
+def register(bot, applier, settings=None):
     def context():
         return applier.current
 
+    files = support.SupportFiles()
+    if settings is not None:
+        files = support.SupportFiles(settings.support_attachment_dir, settings.support_attachment_max_bytes)
+    membership.configure(bot, settings.telegram_required_channel if settings is not None else "")
     fallback.register_guards(bot, context)  # before any flow: a message too long is refused unread
     start.register(bot, context)
+    support.register(bot, context, files)
     buy.register(bot, context)  # before fallback: its payments and pre-checkout queries
     menu.register(bot, context)
     fallback.register(bot, context)  # last: what no flow took

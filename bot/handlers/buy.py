@@ -19,16 +19,17 @@
   webhook or the poll settles the order.
 
 Every purchase is refused with a plain message while maintenance is on, and
-for a blocked customer (bot/updates.py refuses their updates). A plan's
-screen opens a checkout session (`bot_checkout_sessions`, 30 minutes): a
-cart that names its order once a pay button made one, or expires and is
-swept when the customer walks away.
+for a blocked customer (bot/updates.py refuses their updates), and — with
+APP_TELEGRAM_REQUIRED_CHANNEL set — for someone not in that channel
+(bot/membership.py). A plan's screen opens a checkout session
+(`bot_checkout_sessions`, 30 minutes): a cart that names its order once a
+pay button made one, or expires and is swept when the customer walks away.
 """
 
 import json
 import logging
 
-from bot import keyboards, services, texts
+from bot import keyboards, membership, services, texts
 from bot.handlers.fallback import on_unmatched_payment
 from bot.updates import Answer, Refused
 from commerce import catalogue, ledger
@@ -282,6 +283,11 @@ def on_successful_payment(message, context):
 
 def on_press(query, context, press):
     """A press of one of this flow's buttons (bot/handlers/menu.py routes it here)."""
+    if not membership.current().allowed(query.from_user.id):
+        channel = membership.current().channel
+        if channel.startswith("@"):
+            raise _refuse_plainly(context, query, "channel_required", channel=channel)
+        raise _refuse_plainly(context, query, "channel_required_unnamed")
     if press.action == keyboards.BUY:
         on_buy(query, context)
     elif press.action == keyboards.PLAN:

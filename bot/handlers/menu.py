@@ -1,7 +1,8 @@
-"""The main menu's buttons: each press is validated, then handed to its flow (buy, subscriptions) or answered here."""
+"""The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions,
+support) or answered here."""
 
 from bot import keyboards
-from bot.handlers import buy, subscriptions
+from bot.handlers import buy, subscriptions, support
 from commerce import customers
 
 BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY)
@@ -26,6 +27,8 @@ def on_press(query, context):
         context.edit(chat, message_id, context.text("main_menu"), keyboards.main_menu(context.language))
     elif press.action == keyboards.LANGUAGE and not press.argument:
         context.edit(chat, message_id, context.text("language_prompt"), keyboards.language_menu(context.language))
+    elif press.action == keyboards.SUPPORT:
+        support.ask(context, chat, message_id)
     elif press.action == keyboards.LANGUAGE:
         customers.set_language(context.customer, press.argument)
         context.language = press.argument

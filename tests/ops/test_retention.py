@@ -37,13 +37,15 @@ KEPT = {
     "customers", "plans", "subscriptions", "orders", "entitlements",
     "fulfillment_operations", "fulfillment_history",
     "plan_prices", "addons", "addon_prices", "gift_cards", "access_codes", "access_code_activations",
-    "personal_offers", "trial_activations", "payment_intents",
+    "personal_offers", "trial_activations", "payment_intents", "refunds",
     "ledger_accounts", "ledger_transactions", "ledger_entries",
     # where the outbox is published (configuration, with sealed secrets); the bot's forum topics
     "outbox_destinations", "bot_forum_topics",
     # audit, operators (identity), notices, the maintenance switch
     "audit_events", "operator_notices", "customer_notices", "operators", "operator_sessions",
     "operator_login_failures", "maintenance_state",
+    # what operators sent through the bot, and the support conversations (attachments expire on their own)
+    "campaigns", "campaign_recipients", "support_tickets", "support_messages",
     # the queue (its own cleaner, SPEC 1.8) and the migration history
     "jobs", "job_workers", "job_leader", "job_periodic", "huey_kv", "huey_counters", "schema_migrations",
 }  # fmt: skip

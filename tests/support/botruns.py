@@ -11,14 +11,14 @@ from models.base import db
 class InProcessBot:
     """Polls the fake once per `drain()` and applies what came, as the bot process does (offset after apply)."""
 
-    def __init__(self, telebot, fake, ttl_s=30):
+    def __init__(self, telebot, fake, ttl_s=30, settings=None):
         self.telebot = telebot
         self.fake = fake
         self.stop = threading.Event()
         self.lease = BotLease(ttl_s)
         assert self.lease.acquire(self.stop)
         self.applier = UpdateApplier(telebot, self.lease, self.stop)
-        handlers.register(telebot, self.applier)
+        handlers.register(telebot, self.applier, settings)
         self.offset = None
 
     def drain(self):

@@ -7,18 +7,23 @@ import json
 import pytest
 import requests
 
+import commerce.provider_refund  # noqa: F401  (registers the refund job kind a refund through the provider inserts)
 import jobs
 import jobs.fulfillment  # noqa: F401  (registers the fulfillment job kind the retry inserts)
 from commerce.settlement import settle_order
 from fulfillment import rules
 from models.base import utcnow
+from models.campaigns import Campaign
 from models.catalogue import AccessCode, GiftCard
-from models.commerce import Order, Subscription
+from models.commerce import Customer, Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
 from models.operators import OperatorSession
 from models.ops import AuditEvent
+from models.support import SupportMessage
 from ops import operators
+from ops.campaigns import create_campaign
+from ops.support import customer_writes
 from tests.support import commerce
 from tests.web.test_admin_api import assert_problem
 
@@ -668,7 +673,18 @@ ROUTES = [
     ("POST", "/v1/panel/orders/{order}/refund", "payments.write"),
     ("POST", "/v1/panel/gift-cards", "payments.write"),
     ("POST", "/v1/panel/access-codes", "payments.write"),
+    ("POST", "/v1/panel/campaigns", "campaigns.write"),
+    ("GET", "/v1/panel/campaigns/{campaign}", "campaigns.write"),
+    ("GET", "/v1/panel/support/tickets", "support.read"),
+    ("GET", "/v1/panel/support/tickets/{ticket}", "support.read"),
+    ("POST", "/v1/panel/support/tickets/{ticket}/replies", "support.write"),
 ]
+# Bodies of the routes that take more than the operator changes' {operation, requestId}.
+BODIES = {
+    "/v1/panel/system/maintenance": {"active": True},
+    "/v1/panel/campaigns": {"kind": "announcement", "text": "Maintenance tonight at 02:00 UTC."},
+    "/v1/panel/support/tickets/{ticket}/replies": {"text": "Try the Helsinki server, please."},
+}
 # Routes for any signed-in operator: who one is, Home (its sections follow the permissions), one's own time zone.
 SESSION_ROUTES = [
     ("GET", "/v1/panel/session"),
@@ -684,14 +700,17 @@ PERMISSION_SETS = [
     ["subscriptions.write"],
     ["payments.read"],
     ["payments.read", "payments.write"],
+    ["campaigns.write"],
+    ["support.read"],
+    ["support.read", "support.write"],
     EVERYTHING,
 ]
 
 
 def body_for(template, index, plan_id):
     """A body each route takes when the operator may use it."""
-    if "maintenance" in template:
-        return {"active": True}
+    if template in BODIES:
+        return BODIES[template]
     if template.endswith("/gift-cards"):
         return {"planId": plan_id, "validDays": 30}
     if template.endswith("/access-codes"):
@@ -699,8 +718,11 @@ def body_for(template, index, plan_id):
     return {"operation": "enable", "requestId": f"r{index}"}
 
 
-def paths(template, op=1, customer="c", subscription="s", order=1, payment=1):
-    return template.format(op=op, customer=customer, subscription=subscription, order=order, payment=payment)
+def paths(template, op=1, customer="c", subscription="s", order=1, payment=1, campaign=1, ticket=1):
+    return template.format(
+        op=op, customer=customer, subscription=subscription, order=order, payment=payment, campaign=campaign,
+        ticket=ticket,
+    )  # fmt: skip
 
 
 def paid_at_a_provider(order_id):
@@ -725,10 +747,13 @@ def test_permission_matrix(web, permissions):
     entitlement = Entitlement.get(Entitlement.subscription == subscription_id)
     order_id = entitlement.order_id
     payment_id = paid_at_a_provider(order_id)
+    Customer.update(telegram_id=424242).where(Customer.id == customer_id).execute()
+    campaign_id = create_campaign("announcement", "Hello", "alice", "matrix").id
+    ticket_id = customer_writes(customer_id, 424242, "My VPN is slow")[0].id
     for index, (method, template, needed) in enumerate(ROUTES):
         op_id = operation_in("failed")
         body = body_for(template, index, entitlement.plan_id)
-        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id)
+        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id, campaign_id, ticket_id)
         answer = requests.request(method, web + path, headers=headers, json=body, timeout=10)
         if needed in permissions:
             assert answer.status_code in (200, 201, 202), (method, template, permissions, answer.text)
@@ -748,6 +773,10 @@ def test_permission_matrix(web, permissions):
         assert AuditEvent.select().where(AuditEvent.action == "panel.order.refunded").count() == 0
         assert Order.get_by_id(order_id).status != "refunded"
         assert (GiftCard.select().count(), AccessCode.select().count()) == (0, 0)
+    if "campaigns.write" not in permissions:
+        assert Campaign.select().count() == 1  # the test's own
+    if "support.write" not in permissions:
+        assert SupportMessage.select().where(SupportMessage.author == "operator").count() == 0
 
 
 def test_every_panel_route_needs_a_session(web):

@@ -1,0 +1,128 @@
+"""Support from the bot: the Support button (or /support) asks for one message; the next text or photo the
+customer sends becomes a message of their ticket (ops/support.py). /cancel stops waiting.
+
+The waiting is the chat's `bot_sessions` state (`{"awaiting": "support"}`,
+24 h), written in the press's update transaction. A photo is fetched with
+getFile only when Telegram's stated size is within the cap, and checked
+again once fetched; one over the cap, or any photo while no attachment
+directory is configured, is refused with a plain answer and nothing is
+written (bot/updates.py rolls the update back), so the customer can try
+again with a smaller one. A photo's caption is its message's text.
+"""
+
+import json
+from dataclasses import dataclass
+
+from bot import keyboards
+from integrations import telegram
+from models.base import utcnow
+from models.bot import SESSION_TTL, BotSession
+from ops import support
+
+AWAITING = "awaiting"
+SUPPORT = "support"
+DEFAULT_MAX_BYTES = 5 << 20
+PHOTO_CONTENT_TYPE = "image/jpeg"  # Telegram re-encodes every photo as JPEG
+
+
+@dataclass(frozen=True)
+class SupportFiles:
+    directory: str = ""  # "": photos are refused
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+def _state(chat_id):
+    session = BotSession.get_or_none(BotSession.chat_id == chat_id)
+    if session is None or session.expires_at <= utcnow():
+        return {}
+    try:
+        state = json.loads(session.state or "{}")
+    except ValueError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _set_state(chat_id, customer_id, state):
+    now = utcnow()
+    values = {"state": json.dumps(state, sort_keys=True), "updated_at": now, "expires_at": now + SESSION_TTL}
+    if BotSession.update(customer=customer_id, **values).where(BotSession.chat_id == chat_id).execute() == 0:
+        BotSession.create(chat_id=chat_id, customer=customer_id, **values)
+
+
+def awaiting_support(message):
+    if message.chat.type != "private" or (message.text or "").startswith("/"):
+        return False
+    return _state(message.chat.id).get(AWAITING) == SUPPORT
+
+
+def ask(context, chat_id, message_id=None):
+    """Wait for the customer's support message in this chat."""
+    if context.customer is None:
+        raise context.refusal("press_start")
+    state = _state(chat_id)
+    state[AWAITING] = SUPPORT
+    _set_state(chat_id, context.customer.id, state)
+    prompt = context.text("support_prompt", limit=support.MAX_TEXT_LENGTH)
+    if message_id is None:
+        context.send(chat_id, prompt, keyboards.back(context.language))
+    else:
+        context.edit(chat_id, message_id, prompt, keyboards.back(context.language))
+
+
+def on_support_command(message, context):
+    ask(context, message.chat.id)
+
+
+def on_cancel(message, context):
+    state = _state(message.chat.id)
+    if state.pop(AWAITING, None) is not None and context.customer is not None:
+        _set_state(message.chat.id, context.customer.id, state)
+    context.send(message.chat.id, context.text("support_cancelled"), keyboards.main_menu(context.language))
+
+
+def size_text(context, size):
+    if size >= 1 << 20:
+        return context.text("size_mb", size=size >> 20)
+    return context.text("size_kb", size=max(1, size >> 10))
+
+
+def fetch_photo(bot, message, files, context):
+    """(digest, size, content type) of the message's largest photo, stored; or a refusal."""
+    if not files.directory:
+        raise context.refusal("support_photos_off")
+    largest = max(message.photo, key=lambda size: (size.file_size or 0, size.width * size.height))
+    too_large = context.refusal("support_photo_too_large", limit=size_text(context, files.max_bytes))
+    if (largest.file_size or 0) > files.max_bytes:
+        raise too_large
+    found = telegram.call("getFile", bot.get_file, largest.file_id)
+    if (found.file_size or 0) > files.max_bytes:
+        raise too_large
+    content = telegram.call("downloadFile", bot.download_file, found.file_path)
+    if len(content) > files.max_bytes:
+        raise too_large
+    return support.store_file(files.directory, content), len(content), PHOTO_CONTENT_TYPE
+
+
+def on_support_message(bot, message, context, files):
+    if context.customer is None:
+        raise context.refusal("press_start")
+    attachments = [fetch_photo(bot, message, files, context)] if message.photo else []
+    text = message.caption if message.photo else message.text
+    try:
+        ticket, _ = support.customer_writes(context.customer.id, message.chat.id, text or "", attachments)
+    except support.SupportRejected:
+        raise context.refusal("support_empty") from None
+    state = _state(message.chat.id)
+    state.pop(AWAITING, None)
+    _set_state(message.chat.id, context.customer.id, state)
+    context.send(message.chat.id, context.text("support_received", ticket=ticket.id), keyboards.back(context.language))
+
+
+def register(bot, context, files):
+    bot.message_handler(commands=["support"], chat_types=["private"])(
+        lambda message: on_support_command(message, context())
+    )
+    bot.message_handler(commands=["cancel"], chat_types=["private"])(lambda message: on_cancel(message, context()))
+    bot.message_handler(func=awaiting_support, content_types=["text", "photo"])(
+        lambda message: on_support_message(bot, message, context(), files)
+    )

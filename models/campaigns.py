@@ -1,0 +1,43 @@
+"""Campaigns and announcements: one text for many chats, and the recipients it goes to (SPEC 6, 14.6)."""
+
+from peewee import BigAutoField, BigIntegerField, DateTimeField, ForeignKeyField, IntegerField, TextField
+
+from models.base import BaseModel, utcnow
+from models.commerce import Customer
+
+CAMPAIGN_KINDS = ("campaign", "announcement")
+CAMPAIGN_STATUSES = ("sending", "done")
+# `sending`: claimed just before the Telegram call (migration 0020 says why).
+RECIPIENT_STATUSES = ("pending", "sending", "sent", "unreachable", "failed")
+
+
+class Campaign(BaseModel):
+    id = BigAutoField()
+    kind = TextField(default="campaign")
+    text = TextField()
+    status = TextField(default="sending")
+    recipients = IntegerField(default=0)
+    created_by = TextField()
+    created_at = DateTimeField(default=utcnow)
+    finished_at = DateTimeField(null=True)
+
+    class Meta:
+        table_name = "campaigns"
+
+
+class CampaignRecipient(BaseModel):
+    id = BigAutoField()
+    campaign = ForeignKeyField(Campaign, backref="+", column_name="campaign_id")
+    customer = ForeignKeyField(Customer, backref="+", column_name="customer_id")
+    chat_id = BigIntegerField()
+    status = TextField(default="pending")
+    attempts = IntegerField(default=0)
+    error_code = TextField(null=True)
+    sent_at = DateTimeField(null=True)
+
+    class Meta:
+        table_name = "campaign_recipients"
+        indexes = ((("campaign", "customer"), True),)
+
+
+CAMPAIGN_MODELS = [Campaign, CampaignRecipient]
