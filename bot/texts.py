@@ -195,6 +195,8 @@ LANGUAGE_NAMES = {"ru": "Русский", "en": "English"}
 TOPIC_OF_KIND = {
     "order_paid": "payments",
     "stars_payment_unmatched": "payments",
+    "refund_manual": "payments",
+    "refund_failed": "payments",
     "fulfillment_failure": "fulfillment",
 }
 DEFAULT_TOPIC = "operations"
@@ -208,6 +210,14 @@ NOTICE_TEXTS = {
     "stars_payment_unmatched": (
         "A Stars payment of {amountMinor} {currency} from Telegram user {telegramUserId} matched no order "
         "(charge {chargeId}): refund it or settle it by hand."
+    ),
+    "refund_manual": (
+        "Refund {refundId} of order {orderId}: {amountMinor} {currency} paid at {provider}, which has no refund API."
+        " Pay it back by hand."
+    ),
+    "refund_failed": (
+        "Refund {refundId} of order {orderId} ({amountMinor} {currency} at {provider}) failed: {errorCode}."
+        " Pay it back by hand or refund it to the wallet."
     ),
     "fulfillment_failure": (
         "Fulfillment {operation} for entitlement {entitlementId} is {status}: {errorCode}. See System → Jobs."

@@ -96,7 +96,14 @@ def refund_order(order_id, amount_minor=None, to=None):
                 INVALID_REFUND_AMOUNT, f"a refund of order {order_id} is a whole number from 1 to {left}"
             )
         if amount > 0:
-            _give_back(order, amount, to)
+            try:
+                _give_back(order, amount, to)
+            except ledger.LedgerRejected as rejected:
+                if rejected.code == ledger.INSUFFICIENT_FUNDS:  # only a top-up's refund takes from a wallet
+                    raise SettlementRejected(
+                        REFUND_EXCEEDS_WALLET, "the wallet this top-up filled no longer holds the amount"
+                    ) from None
+                raise SettlementRejected(rejected.code, str(rejected)) from None
         full = amount == left
         Order.update(
             status="refunded" if full else "partially_refunded",
@@ -164,15 +171,7 @@ def _give_back(order, amount, to):
         provider=provider,
         payment_id=intent.provider_payment_id if intent is not None else None,
     )
-    try:
-        reversal = ledger.reverse(payment, amount, key=_ledger_key(refund))
-    except ledger.LedgerRejected as rejected:
-        if rejected.code == ledger.INSUFFICIENT_FUNDS:
-            raise SettlementRejected(
-                REFUND_EXCEEDS_WALLET, "the wallet this top-up filled no longer holds the amount"
-            ) from None
-        raise SettlementRejected(rejected.code, str(rejected)) from None
-    _booked(refund, reversal)
+    _booked(refund, ledger.reverse(payment, amount, key=_ledger_key(refund)))
     if through_api:
         client.insert(JOB_KIND, {"refundId": refund.id})
     else:

@@ -847,7 +847,9 @@ def _back_office_paths():
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such plan (`plan_not_found`)"),
-                    "409": _error("the plan is not on sale (`plan_inactive`); the chosen code is in use (`code_taken`)"),
+                    "409": _error(
+                        "the plan is not on sale (`plan_inactive`); the chosen code is in use (`code_taken`)"
+                    ),
                 },
             }
         },

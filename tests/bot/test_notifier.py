@@ -115,7 +115,22 @@ def test_notices_never_carry_links_or_secrets():
 
 def test_every_notice_kind_written_today_has_a_topic_and_a_sentence():
     from bot.handlers.fallback import NOTICE_UNMATCHED_PAYMENT
+    from commerce.provider_refund import NOTICE_REFUND_FAILED
+    from commerce.refunds import NOTICE_REFUND_MANUAL
     from fulfillment import rules
 
-    for kind in (rules.NOTICE_ORDER_PAID, rules.NOTICE_FULFILLMENT_FAILURE, NOTICE_UNMATCHED_PAYMENT):
+    kinds = (
+        rules.NOTICE_ORDER_PAID,
+        rules.NOTICE_FULFILLMENT_FAILURE,
+        NOTICE_UNMATCHED_PAYMENT,
+        NOTICE_REFUND_MANUAL,
+        NOTICE_REFUND_FAILED,
+    )
+    for kind in kinds:
         assert kind in texts.TOPIC_OF_KIND and kind in texts.NOTICE_TEXTS
+
+
+def test_a_refund_notice_names_the_refund_the_order_and_what_to_do():
+    payload = {"refundId": 4, "orderId": 9, "amountMinor": 29900, "currency": "RUB", "provider": "cryptobot"}
+    rendered = notifier.render(OperatorNotice(kind="refund_manual", payload=json.dumps(payload)))
+    assert rendered.startswith("Refund 4 of order 9: 29900 RUB paid at cryptobot") and "by hand" in rendered
