@@ -16,7 +16,9 @@ accepted it, and only from `pending`, so a success is never sent again; a
 crash between the acceptance and the mark sends that one notice a second
 time, nothing else can. Otherwise:
 
-- 403 (the customer blocked the bot): `failed`, `forbidden` — not retried;
+- 403 (the customer blocked the bot): `failed`, `forbidden` — not retried —
+  and the customer's `telegram_unreachable_at` set, as campaigns and the
+  support push do (a later notice is still tried: /start clears the mark);
 - another 4xx: `failed`, `rejected` (the message will never be taken);
 - a kind without a text, or a customer without a chat: `failed`
   (`unknown_kind`, `no_chat`, `no_subscription`), logged as an error: visible, not silent;
@@ -115,7 +117,7 @@ class CustomerNoticeLoop:
             except telegram.TelegramFailure as failure:
                 if failure.code in (telegram.FORBIDDEN, telegram.REJECTED):
                     code = FORBIDDEN if failure.code == telegram.FORBIDDEN else REJECTED
-                    self._mark(notice, "failed", code)
+                    self._mark(notice, "failed", code, unreachable=code == FORBIDDEN)
                     logger.info(
                         "customer notice refused by Telegram; marked failed",
                         extra={"task": notice.kind, "error": code},
@@ -129,11 +131,16 @@ class CustomerNoticeLoop:
             self._mark(notice, "sent")
         return 0
 
-    def _mark(self, notice, status, failure_code=None):
+    def _mark(self, notice, status, failure_code=None, unreachable=False):
+        now = utcnow()
         with db.atomic():
             CustomerNotice.update(
-                status=status, sent_at=utcnow() if status == "sent" else None, failure_code=failure_code
+                status=status, sent_at=now if status == "sent" else None, failure_code=failure_code
             ).where(CustomerNotice.id == notice.id, CustomerNotice.status == "pending").execute()
+            if unreachable:
+                Customer.update(telegram_unreachable_at=now).where(
+                    Customer.id == notice.customer_id, Customer.telegram_unreachable_at.is_null()
+                ).execute()
 
 
 class Message:

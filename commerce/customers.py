@@ -37,7 +37,8 @@ def customer_for_telegram(identity, language, known=None):
     `known` is the customer the caller already read for this user in the same
     transaction (the bot reads it for every update), so it is not read twice.
 
-    A known customer's name and username follow Telegram's; the language is
+    A known customer's name and username follow Telegram's, and one marked
+    unreachable (they had blocked the bot) is reachable again; the language is
     set once, at creation, and after that only by the customer's own choice.
     """
     customer = known if known is not None else find_by_telegram(identity.telegram_id)
@@ -58,6 +59,8 @@ def customer_for_telegram(identity, language, known=None):
         changes["display_name"] = identity.display_name
     if (customer.telegram_username or None) != (identity.username or None):
         changes["telegram_username"] = identity.username or None
+    if customer.telegram_unreachable_at is not None:
+        changes["telegram_unreachable_at"] = None  # writing to the bot again: they unblocked it
     if changes:
         Customer.update(**changes).where(Customer.id == customer.id).execute()
     return customer, False

@@ -197,3 +197,14 @@ def test_a_stars_payment_no_flow_claims_becomes_an_operator_notice_even_from_a_b
     (notice,) = OperatorNotice.select()
     assert (notice.kind, notice.dedupe_key) == ("stars_payment_unmatched", "stx-charge-1")
     assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("We received your payment")
+
+
+def test_a_customer_marked_unreachable_who_sends_start_is_reachable_again(bot, fake_telegram):
+    from models.base import utcnow
+
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    Customer.update(telegram_unreachable_at=utcnow()).where(Customer.telegram_id == BOB["id"]).execute()
+    fake_telegram.send_message(BOB, "/start")
+    assert bot.drain() == [APPLIED]
+    assert Customer.get(Customer.telegram_id == BOB["id"]).telegram_unreachable_at is None
