@@ -26,6 +26,8 @@ QR_CODE = "qr"  # qr:<subscription id>: its link as a QR code image
 PAYMENT_METHODS = ("stars", "wallet", "yookassa", "cryptobot")
 _ID = r"[1-9][0-9]{0,17}"
 SUPPORT = "support"
+CODE = "code"  # a gift card's or an access code's activation
+TRIAL = "trial"
 
 # action -> the arguments it takes (None: no argument)
 ACTIONS = {
@@ -37,6 +39,8 @@ ACTIONS = {
     PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
     QR_CODE: re.compile(_ID),
     SUPPORT: None,
+    CODE: None,
+    TRIAL: None,
 }
 
 
@@ -81,6 +85,7 @@ def main_menu(language):
             [(texts.text(language, "button_buy"), data(BUY))],
             [(texts.text(language, "button_subscriptions"), data(SUBSCRIPTIONS))],
             [(texts.text(language, "button_language"), data(LANGUAGE))],
+            [(texts.text(language, "button_code"), data(CODE)), (texts.text(language, "button_trial"), data(TRIAL))],
             [(texts.text(language, "button_support"), data(SUPPORT))],
         ]
     )

@@ -1,0 +1,79 @@
+"""Gift / code activation and the trial from the bot (SPEC 13.11, 14.4): the menu's "Gift or code" button (or
+/code) waits for a code, `/code <code>` activates at once, the Trial button takes the customer's one trial.
+
+Activation settles a free order in the update's transaction
+(commerce/activation.py), so the access is set up like a bought one and the
+customer hears "your access is ready" when it is. A refused code or trial
+gets a plain answer and nothing is written. A wrong code leaves the bot
+waiting, so a typo can be sent again; the code's text is never echoed back
+or logged (a gift card's code is the gift).
+"""
+
+from bot import keyboards, sessions
+from commerce import activation
+
+CODE = "code"
+REFUSAL_TEXTS = {
+    activation.CODE_NOT_FOUND: "code_not_found",
+    activation.CODE_EXPIRED: "code_expired",
+    activation.CODE_USED: "code_used",
+    activation.CODE_ALREADY_ACTIVATED: "code_already_activated",
+    activation.NO_TRIAL: "trial_none",
+    activation.TRIAL_ALREADY_USED: "trial_used",
+}
+
+
+def _refused(context, rejected):
+    return context.refusal(REFUSAL_TEXTS.get(rejected.code, "activation_refused"))
+
+
+def ask(context, chat_id, message_id=None):
+    if context.customer is None:
+        raise context.refusal("press_start")
+    sessions.await_answer(chat_id, context.customer.id, CODE)
+    if message_id is None:
+        context.send(chat_id, context.text("code_prompt"), keyboards.back(context.language))
+    else:
+        context.edit(chat_id, message_id, context.text("code_prompt"), keyboards.back(context.language))
+
+
+def activate(context, chat_id, raw_code):
+    if context.customer is None:
+        raise context.refusal("press_start")
+    try:
+        _, plan, _ = activation.activate_code(context.customer.id, raw_code)
+    except activation.ActivationRejected as rejected:
+        raise _refused(context, rejected) from None
+    sessions.stop_awaiting(chat_id, context.customer.id)
+    shown = context.text("code_activated", plan=plan.name, days=plan.duration_days)
+    context.send(chat_id, shown, keyboards.main_menu(context.language))
+
+
+def on_code_command(message, context):
+    _, _, raw_code = (message.text or "").partition(" ")
+    if raw_code.strip():
+        activate(context, message.chat.id, raw_code.strip())
+    else:
+        ask(context, message.chat.id)
+
+
+def on_code_message(message, context):
+    activate(context, message.chat.id, (message.text or "").strip())
+
+
+def trial(context, chat_id, message_id):
+    if context.customer is None:
+        raise context.refusal("press_start")
+    try:
+        plan, _ = activation.activate_trial(context.customer.id)
+    except activation.ActivationRejected as rejected:
+        raise _refused(context, rejected) from None
+    shown = context.text("trial_activated", plan=plan.name, days=plan.duration_days)
+    context.edit(chat_id, message_id, shown, keyboards.main_menu(context.language))
+
+
+def register(bot, context):
+    bot.message_handler(commands=["code"], chat_types=["private"])(lambda message: on_code_command(message, context()))
+    bot.message_handler(func=sessions.awaits(CODE), content_types=["text"])(
+        lambda message: on_code_message(message, context())
+    )
