@@ -91,7 +91,8 @@ class CampaignDelivery:
             )
         if count:
             logger.warning(
-                "campaign recipients claimed by a stopped bot marked failed", extra={"task": "campaigns", "count": count}
+                "campaign recipients claimed by a stopped bot marked failed",
+                extra={"task": "campaigns", "count": count},
             )
         return count
 
@@ -152,7 +153,8 @@ class CampaignDelivery:
                 if failure.code == telegram.RATE_LIMITED:
                     self._set(recipient, "pending")
                     logger.info(
-                        "campaign delivery paused by Telegram", extra={"task": "campaigns", "count": failure.retry_after}
+                        "campaign delivery paused by Telegram",
+                        extra={"task": "campaigns", "count": failure.retry_after},
                     )
                     self.bucket.pause(failure.retry_after)
                     continue
