@@ -2,7 +2,8 @@
 APP_TELEGRAM_DELIVERY_RATE.
 
 Continuous while recipients are queued: a tick takes up to BATCH (200)
-pending recipients of campaigns still sending, in id order (index
+pending recipients of announcements, then up to BATCH of campaigns (service
+news is not kept waiting behind a large sale), in id order (index
 `campaign_recipients_due`), and sends each through a token bucket at the
 configured rate (bot/pacing.py), SENDERS calls in flight at once (the
 bucket, not the number of threads, sets the pace). When nothing is queued
@@ -97,10 +98,14 @@ class CampaignDelivery:
         return count
 
     def due(self):
+        """Up to BATCH pending announcement recipients, then up to BATCH campaign ones, each in id order."""
+        return [recipient for kind in ("announcement", "campaign") for recipient in self._due(kind)]
+
+    def _due(self, kind):
         return list(
             CampaignRecipient.select(CampaignRecipient, Campaign.text)
             .join(Campaign, on=(CampaignRecipient.campaign == Campaign.id))
-            .where(CampaignRecipient.status == "pending", Campaign.status == "sending")
+            .where(CampaignRecipient.status == "pending", Campaign.status == "sending", Campaign.kind == kind)
             .order_by(CampaignRecipient.id)
             .limit(BATCH)
             .objects()

@@ -36,6 +36,8 @@ def customer_for_telegram(identity, language):
 
     A known customer's name and username follow Telegram's; the language is
     set once, at creation, and after that only by the customer's own choice.
+    A customer marked unreachable (they had blocked the bot) is reachable
+    again: /start comes from someone who unblocked it.
     """
     customer = find_by_telegram(identity.telegram_id)
     if customer is None:
@@ -55,6 +57,8 @@ def customer_for_telegram(identity, language):
         changes["display_name"] = identity.display_name
     if (customer.telegram_username or None) != (identity.username or None):
         changes["telegram_username"] = identity.username or None
+    if customer.telegram_unreachable_at is not None:
+        changes["telegram_unreachable_at"] = None  # they write to the bot again: it may write to them
     if changes:
         Customer.update(**changes).where(Customer.id == customer.id).execute()
     return customer, False
