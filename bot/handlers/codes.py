@@ -6,13 +6,23 @@ Activation settles a free order in the update's transaction
 customer hears "your access is ready" when it is. A refused code or trial
 gets a plain answer and nothing is written. A wrong code leaves the bot
 waiting, so a typo can be sent again; the code's text is never echoed back
-or logged (a gift card's code is the gift).
+or logged (a gift card's code is the gift). Five wrong codes in ten
+minutes and the customer's codes are refused unread for a while: a
+generated code cannot be guessed, but an operator may choose a short one.
 """
+
+import threading
+import time
 
 from bot import keyboards, sessions
 from commerce import activation
 
 CODE = "code"
+# Guessing: after MAX_WRONG_CODES wrong codes within WRONG_CODE_WINDOW_S a customer's codes are refused unread
+# until the oldest of them is older than that. Kept in this process (the one bot): a refused update writes
+# nothing, so a count in the database would be rolled back with it.
+MAX_WRONG_CODES = 5
+WRONG_CODE_WINDOW_S = 10 * 60
 REFUSAL_TEXTS = {
     activation.CODE_NOT_FOUND: "code_not_found",
     activation.CODE_EXPIRED: "code_expired",
@@ -21,6 +31,30 @@ REFUSAL_TEXTS = {
     activation.NO_TRIAL: "trial_none",
     activation.TRIAL_ALREADY_USED: "trial_used",
 }
+
+
+class WrongCodes:
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self._wrong = {}  # customer id -> monotonic times of their recent wrong codes
+        self._lock = threading.Lock()
+
+    def _recent(self, customer_id):
+        cutoff = self.clock() - WRONG_CODE_WINDOW_S
+        recent = [moment for moment in self._wrong.get(customer_id, ()) if moment > cutoff]
+        self._wrong[customer_id] = recent
+        return recent
+
+    def blocked(self, customer_id):
+        with self._lock:
+            return len(self._recent(customer_id)) >= MAX_WRONG_CODES
+
+    def add(self, customer_id):
+        with self._lock:
+            self._recent(customer_id).append(self.clock())
+
+
+wrong_codes = WrongCodes()
 
 
 def _refused(context, rejected):
@@ -40,9 +74,13 @@ def ask(context, chat_id, message_id=None):
 def activate(context, chat_id, raw_code):
     if context.customer is None:
         raise context.refusal("press_start")
+    if wrong_codes.blocked(context.customer.id):
+        raise context.refusal("code_too_many")
     try:
         _, plan, _ = activation.activate_code(context.customer.id, raw_code)
     except activation.ActivationRejected as rejected:
+        if rejected.code == activation.CODE_NOT_FOUND:
+            wrong_codes.add(context.customer.id)
         raise _refused(context, rejected) from None
     sessions.stop_awaiting(chat_id, context.customer.id)
     shown = context.text("code_activated", plan=plan.name, days=plan.duration_days)

@@ -21,6 +21,14 @@ BOB = {"id": 622, "first_name": "Bob", "language_code": "en"}
 DAYS = datetime.timedelta(days=1)
 
 
+@pytest.fixture(autouse=True)
+def no_wrong_codes(monkeypatch):
+    from bot.handlers import codes as handler
+
+    monkeypatch.setattr(handler, "wrong_codes", handler.WrongCodes())
+    return handler
+
+
 @pytest.fixture
 def bot(database, telebot, fake_telegram, ledger_invariant):
     bot = InProcessBot(telebot, fake_telegram)
@@ -137,3 +145,22 @@ def test_a_forged_code_or_trial_press_is_refused_and_nothing_is_written(bot, fak
     fake_telegram.press(ANN, data)
     assert bot.drain() == [REFUSED]
     assert row_counts() == before
+
+
+def test_five_wrong_codes_and_even_the_right_one_is_refused_for_ten_minutes(bot, fake_telegram, plan, no_wrong_codes):
+    now = [1000.0]
+    no_wrong_codes.wrong_codes.clock = lambda: now[0]
+    _, code = codes.issue_access_code(plan, max_activations=5)
+    for attempt in range(5):
+        fake_telegram.send_message(ANN, f"/code WRONG-{attempt}-CODE")
+    assert bot.drain() == [REFUSED] * 5
+    fake_telegram.send_message(ANN, f"/code {code}")
+    assert bot.drain() == [REFUSED]
+    assert said(fake_telegram) == "Too many wrong codes. Please try again in ten minutes."
+    assert orders_of(ANN, "code") == []
+    fake_telegram.send_message(BOB, f"/code {code}")  # someone else is not held up
+    assert bot.drain() == [APPLIED]
+    now[0] += no_wrong_codes.WRONG_CODE_WINDOW_S + 1
+    fake_telegram.send_message(ANN, f"/code {code}")
+    assert bot.drain() == [APPLIED]
+    assert len(orders_of(ANN, "code")) == 1
