@@ -174,7 +174,7 @@ def cmd_web(args):
     serve(create_app(settings), settings.port, **server_options(settings))
 
 
-BOT_POOL_SIZE = 14  # polling, the lease, each loop, the campaign senders (bot/campaigns.py SENDERS), and slack
+BOT_POOL_SIZE = 16  # polling, the answers, the lease, each loop, the campaign senders (bot/campaigns.py SENDERS), and slack
 
 
 def cmd_bot(args):

@@ -25,6 +25,7 @@ QR_CODE = "qr"  # qr:<subscription id>: its link as a QR code image
 
 PAYMENT_METHODS = ("stars", "wallet", "yookassa", "cryptobot")
 _ID = r"[1-9][0-9]{0,17}"
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 SUPPORT = "support"
 CODE = "code"  # a gift card's or an access code's activation
 TRIAL = "trial"
@@ -37,7 +38,7 @@ ACTIONS = {
     BUY: None,
     PLAN: re.compile(_ID),
     PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
-    QR_CODE: re.compile(_ID),
+    QR_CODE: re.compile(_UUID),
     SUPPORT: None,
     CODE: None,
     TRIAL: None,

@@ -7,11 +7,13 @@ lease while running (another one took over: this one must not apply
 anything more). The bot inserts jobs (through the services it calls) and
 never runs them: it starts no consumer.
 
-Threads: the main thread polls and applies updates; one renews the lease;
-one runs the operator notifier when APP_TELEGRAM_OPERATOR_CHAT_ID is set;
-one queues the customer lifecycle notices (bot/lifecycle.py); one delivers
-campaigns and announcements (bot/campaigns.py); one pushes operators'
-support replies (bot/support_push.py).
+Threads: the main thread polls and applies updates; one sends their answers
+(bot/updates.py AnswerSender); one renews the lease; one delivers customer
+notices (bot/customer_notices.py); one queues the customer lifecycle notices
+(bot/lifecycle.py); one delivers campaigns and announcements
+(bot/campaigns.py); one pushes operators' support replies
+(bot/support_push.py); one runs the operator notifier when
+APP_TELEGRAM_OPERATOR_CHAT_ID is set.
 SIGTERM while the main thread waits in getUpdates aborts that call at once
 (nothing read is lost: unconfirmed updates are delivered again); while it
 applies an update, the update is finished first.
@@ -24,12 +26,13 @@ import threading
 
 from bot import handlers, services
 from bot.campaigns import CampaignDelivery
+from bot.customer_notices import CustomerNoticeLoop
 from bot.lease import BotLease, LeaseLost
 from bot.lifecycle import LifecycleNotices
 from bot.notifier import OperatorNotifier
 from bot.polling import Poller
 from bot.support_push import SupportReplyPush
-from bot.updates import UpdateApplier
+from bot.updates import AnswerSender, UpdateApplier
 from integrations import telegram
 from models.base import db
 
@@ -92,9 +95,13 @@ class BotProcess:
         services.configure(self.settings)
         bot = telegram.new_bot(self.settings.telegram_bot_token)
         applier = UpdateApplier(bot, self.lease, self.stop)
+        applier.sender = AnswerSender(applier.deliver)
+        answers = threading.Thread(target=applier.sender.run, name="bot-answers", daemon=True)
+        answers.start()
         handlers.register(bot, applier, self.settings)
         threads = [
             threading.Thread(target=self._watch_lease, name="bot-lease", daemon=True),
+            threading.Thread(target=CustomerNoticeLoop(bot, self.stop).run, name="customer-notices", daemon=True),
             threading.Thread(target=LifecycleNotices(self.stop).run, name="lifecycle-notices", daemon=True),
             threading.Thread(
                 target=CampaignDelivery(bot, self.stop, self.settings.telegram_delivery_rate).run,
@@ -120,7 +127,8 @@ class BotProcess:
             pass
         finally:
             self.stop.set()
-            for thread in threads:
+            applier.sender.close()  # the answers of what was applied still go out
+            for thread in (answers, *threads):
                 thread.join(THREAD_JOIN_S)
         if self.lease.lost.is_set():
             logger.error("bot lease lost: another instance runs now; exiting without applying more updates")

@@ -1,4 +1,4 @@
-"""What the bot's handlers and loops reach outside the database: the payment providers, the shop's public URL, the panel.
+"""What the bot's handlers and loops reach outside the database: payment providers, the public URL, the panel.
 
 Built once from the settings at start (`configure`); a test sets its own
 with `use`. The panel is read (never written: the worker does that) for
@@ -55,9 +55,12 @@ def remote_user(remote_user_id):
     from integrations.remnawave import RemnawaveError
 
     panel = current().panel
-    if panel is None or not remote_user_id:
-        raise PanelUnavailable("no panel configured" if panel is None else "not provisioned")
+    if panel is None:
+        raise PanelUnavailable("no panel configured")
+    reference = str(remote_user_id or "")
+    if not (reference.isascii() and reference.isdigit()):
+        raise PanelUnavailable("not provisioned")  # subscriptions.remote_user_id keeps the panel's number as text
     try:
-        return panel.get_user(remote_user_id)
+        return panel.get_user(int(reference))
     except RemnawaveError as error:
         raise PanelUnavailable(error.code) from None

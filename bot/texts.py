@@ -6,6 +6,8 @@ Texts are sent as plain text (no parse mode), so a customer's name or a
 plan's name can never turn into markup.
 """
 
+from integrations.payments.amounts import to_decimal_text
+
 LANGUAGES = ("ru", "en")
 DEFAULT_LANGUAGE = "en"
 
@@ -72,7 +74,7 @@ CATALOG = {
         "link_unavailable": "The link can't be shown right now. Please try again in a minute.",
         "notice_access_ready": "Your access is ready: {plan} until {ends} UTC.\n"
         "Add this link to your VPN app (or scan the QR code):\n{link}",
-        "notice_dunning": "Your wallet could not pay for the renewal of {plan}. "
+        "notice_dunning": "Your wallet could not pay {price} for the renewal of {plan}. "
         "Top it up before {ends} UTC to keep your access.",
     },
     "ru": {
@@ -136,7 +138,7 @@ CATALOG = {
         "link_unavailable": "Ссылку сейчас нельзя показать. Попробуйте через минуту.",
         "notice_access_ready": "Доступ готов: {plan} до {ends} UTC.\n"
         "Добавьте эту ссылку в VPN-приложение (или отсканируйте QR-код):\n{link}",
-        "notice_dunning": "С кошелька не удалось оплатить продление «{plan}». "
+        "notice_dunning": "С кошелька не удалось списать {price} за продление «{plan}». "
         "Пополните его до {ends} UTC, чтобы сохранить доступ.",
     },
 }
@@ -255,6 +257,13 @@ def language_of(code):
         if code == language or code.startswith(language + "-"):
             return language
     return DEFAULT_LANGUAGE
+
+
+def money(amount_minor, currency):
+    """An amount as a customer reads it: 199.00 RUB, 250 ⭐ (Telegram Stars)."""
+    if currency == "XTR":
+        return f"{amount_minor} ⭐"
+    return f"{to_decimal_text(amount_minor, currency)} {currency}"
 
 
 def text(language, key, **values):

@@ -3,13 +3,14 @@
 `UpdateApplier.apply(update)`:
 
 1. opens the transaction, renews the lease in it (bot/lease.py: a process
-   that lost the lease applies nothing) and looks the `update_id` up in
-   `bot_updates`: an update already recorded was applied before (Telegram
-   delivers an update again until the bot confirms it) and is skipped;
+   that lost the lease applies nothing) and inserts the `update_id` into
+   `bot_updates` unless it is there: an update already recorded was applied
+   before (Telegram delivers an update again until the bot confirms it) and
+   is skipped;
 2. runs the TeleBot handlers (registered in bot/handlers/) in the calling
    thread; they read and write through the services and queue their answers
    on the update's `Context`;
-3. records the `update_id` and commits. The caller moves the getUpdates
+3. commits: the `update_id` with the effect. The caller moves the getUpdates
    offset past the update only after that (bot/polling.py), so a crash
    before the commit leaves it unconfirmed and it is applied by the next
    bot, and a crash after the commit finds it recorded.
@@ -31,6 +32,7 @@ DatabaseUnavailable so the caller retries the same update later.
 """
 
 import logging
+import queue
 from dataclasses import dataclass, field
 
 from peewee import InterfaceError, OperationalError
@@ -39,7 +41,7 @@ from bot import texts
 from bot.lease import LeaseLost
 from commerce import customers
 from integrations import telegram
-from models.base import db
+from models.base import db, utcnow
 from models.bot import BotUpdate
 
 logger = logging.getLogger("omniflow.bot.updates")
@@ -158,12 +160,42 @@ def user_of(update):
     return None
 
 
+class AnswerSender:
+    """Sends applied updates' answers on a thread of its own, in the order the updates were
+    applied, while the main thread applies the next update: a Bot API round trip no longer
+    waits behind a database transaction, nor the next transaction behind it. What is queued
+    was committed already, so queueing changes nothing a crash could lose that sending at
+    once would keep. The queue is bounded: a slow Bot API slows the applying down rather than
+    letting answers pile up in memory. close() lets it send what is queued, then end."""
+
+    QUEUE_BOUND = 100
+
+    def __init__(self, deliver):
+        self._deliver = deliver
+        self._queue = queue.Queue(self.QUEUE_BOUND)
+
+    def put(self, answers):
+        if answers:
+            self._queue.put(answers)
+
+    def run(self):
+        while (answers := self._queue.get()) is not None:
+            try:
+                self._deliver(answers)
+            except Exception:
+                logger.exception("answers could not be sent", extra={"task": "answer"})
+
+    def close(self):
+        self._queue.put(None)
+
+
 class UpdateApplier:
     def __init__(self, bot, lease, stop):
         self.bot = bot
         self.lease = lease
         self.stop = stop
         self.current = None  # the Context of the update being applied; handlers read it
+        self.sender = None  # an AnswerSender (the bot process); without one, answers are sent before apply returns
 
     def apply(self, update):
         """Apply one update; returns APPLIED, DUPLICATE, REFUSED or FAILED."""
@@ -183,13 +215,24 @@ class UpdateApplier:
             logger.exception("update failed; nothing of it was written", extra={"kind": context.kind})
             context.answers = context.refusal("failure").answers
             outcome = FAILED
-        self.deliver(context.answers)
+        if self.sender is not None:
+            self.sender.put(context.answers)
+        else:
+            self.deliver(context.answers)
         return outcome
 
     def _apply_in_transaction(self, update, context):
         with db.atomic():
             self.lease.confirm()
-            if BotUpdate.get_or_none(BotUpdate.update_id == update.update_id) is not None:
+            # The row goes in first: one statement both records the update and tells a
+            # repeat (nothing inserted), and it commits with the effect or not at all.
+            recorded = (
+                BotUpdate.insert(update_id=update.update_id, kind=context.kind, applied_at=utcnow())
+                .on_conflict_ignore()
+                .as_rowcount()
+                .execute()
+            )
+            if not recorded:
                 return DUPLICATE
             if context.user is not None:
                 context.customer = customers.find_by_telegram(context.user.id)
@@ -202,7 +245,6 @@ class UpdateApplier:
                 self.bot.process_new_updates([update])
             finally:
                 self.current = None
-            BotUpdate.create(update_id=update.update_id, kind=context.kind)
         return APPLIED
 
     # --- answers, after the commit ------------------------------------------------

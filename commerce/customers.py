@@ -31,15 +31,18 @@ def find_by_telegram(telegram_id):
     return Customer.get_or_none(Customer.telegram_id == telegram_id)
 
 
-def customer_for_telegram(identity, language):
+def customer_for_telegram(identity, language, known=None):
     """(customer, created): the customer of this Telegram user, created on first contact.
+
+    `known` is the customer the caller already read for this user in the same
+    transaction (the bot reads it for every update), so it is not read twice.
 
     A known customer's name and username follow Telegram's; the language is
     set once, at creation, and after that only by the customer's own choice.
     A customer marked unreachable (they had blocked the bot) is reachable
     again: /start comes from someone who unblocked it.
     """
-    customer = find_by_telegram(identity.telegram_id)
+    customer = known if known is not None else find_by_telegram(identity.telegram_id)
     if customer is None:
         try:
             with db.atomic():

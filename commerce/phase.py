@@ -4,7 +4,10 @@ The one function every reader calls — the panel's back office and the bot —
 so an operator and the customer see the same word. Nothing stores a phase:
 an entitlement never becomes expired by a timer; its phase is read from
 `ends_at` against the clock. A subscription's *current* entitlement is its
-newest one that was not replaced (`superseded`).
+newest one that was not replaced (`superseded`) and is not a downgrade
+waiting for the period's end (SPEC 13.9): until its start, the period it
+follows is what the customer has, and its waiting `create` is no change in
+progress.
 
 The first rule that holds gives the phase:
 
@@ -77,19 +80,28 @@ def phase_of(entitlement, order_status, open_change, create_ended, now):
     return ACTIVE
 
 
+def _scheduled(entitlement, now):
+    """A downgrade whose period has not begun: it applies at the current period's end."""
+    return entitlement.order_kind == "downgrade" and entitlement.status == "pending" and entitlement.starts_at > now
+
+
 def standings(subscription_ids, now=None):
     """{subscription id: Standing} for these subscriptions, in two queries whatever their number."""
     now = now or utcnow()
     ids = list(dict.fromkeys(subscription_ids))
     if not ids:
         return {}
-    live = list(
-        Entitlement.select(Entitlement, Order.status.alias("order_status"))
+    live = [
+        entitlement
+        for entitlement in Entitlement.select(
+            Entitlement, Order.status.alias("order_status"), Order.operation.alias("order_kind")
+        )
         .join(Order, on=(Entitlement.order == Order.id))
         .where(Entitlement.subscription.in_(ids), Entitlement.status != "superseded")
         .order_by(Entitlement.id)
         .objects()
-    )
+        if not _scheduled(entitlement, now)
+    ]
     current = {entitlement.subscription_id: entitlement for entitlement in live}  # the newest wins
     owner = {entitlement.id: entitlement.subscription_id for entitlement in live}
     open_change, create_ended = set(), set()

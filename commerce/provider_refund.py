@@ -1,6 +1,7 @@
 """The `provider_refund` job (SPEC 13.10): one refund sent to its provider's refund API, never lost, never doubled.
 
-commerce/refunds.py inserts the job in the refund's own transaction, so a
+commerce/refunds.py (which imports this module, so the kind is declared
+wherever a refund can be made) inserts the job in the refund's own transaction, so a
 refund that committed always has its call waiting, whatever crashes after.
 The job reads the refund, calls the provider outside any transaction, and
 records the answer under the refund row's lock:
@@ -12,19 +13,23 @@ records the answer under the refund row's lock:
   answered CHARGE_ALREADY_REFUNDED, which means the refund stands.
 
 A refund the provider has done → `succeeded`; accepted but not final
-(YooKassa's `pending`) → `processing`; a transient failure (timeout, 5xx,
-429) → the job retries with backoff and the row keeps the last error code;
+(YooKassa's `pending`) → `processing`, and the job snoozes (no attempt
+spent) and asks YooKassa for the refund every PROCESSING_POLL_S until it is
+`succeeded` or `canceled`, or PROCESSING_LIMIT has passed (`failed`,
+`refund_not_settled`); a transient failure (timeout, 5xx, 429) → the job
+retries with backoff and the row keeps the last error code (YooKassa keeps
+an idempotence key for 24 hours, longer than the 12 attempts' backoff);
 a refusal, a cancellation or the last attempt spent → `failed` with its
 code and one `refund_failed` operator notice: the ledger has booked the
 refund, so an operator pays it back by hand or refunds it to the wallet.
 """
 
+import datetime
 import logging
 
 from commerce import providers
-from commerce.refunds import JOB_KIND, NOTICE_REFUND_FAILED
 from integrations.payments import STATUS_CANCELED, STATUS_SUCCEEDED, ProviderError
-from jobs import UNIQUE_WHILE_ACTIVE, current_job, huey
+from jobs import UNIQUE_WHILE_ACTIVE, JobSnooze, current_job, huey
 from models.base import db, utcnow
 from models.commerce import Customer, Order
 from models.payments import Refund
@@ -33,8 +38,13 @@ from ops.records import queue_notice
 
 logger = logging.getLogger("omniflow.commerce.refunds")
 
+JOB_KIND = "provider_refund"
 ATTEMPTS = 12
+NOTICE_REFUND_FAILED = "refund_failed"
 REFUND_CANCELED = "refund_canceled"  # the provider canceled the refund it had accepted
+REFUND_NOT_SETTLED = "refund_not_settled"  # still processing at the provider after PROCESSING_LIMIT
+PROCESSING_POLL_S = 60
+PROCESSING_LIMIT = datetime.timedelta(days=30)
 
 
 class RefundRetry(Exception):
@@ -48,18 +58,28 @@ class RefundRetry(Exception):
 @huey.job(JOB_KIND, max_attempts=ATTEMPTS, unique_states=UNIQUE_WHILE_ACTIVE)
 def provider_refund(refundId):
     refund = Refund.get_or_none(Refund.id == refundId)
-    if refund is None or refund.status != "pending":
+    if refund is None or refund.status not in ("pending", "processing"):
         return None if refund is None else refund.status
     try:
-        answer = _call(refund)
+        answer = _call(refund) if refund.status == "pending" else _ask(refund)
     except providers.ProviderNotConfigured as missing:
         return _failed_or_retry(refund, missing.code, transient=True)
     except ProviderError as error:
         return _failed_or_retry(refund, error.code, transient=error.transient)
     if answer.status == STATUS_CANCELED:
         return _failed(refund, REFUND_CANCELED)
-    status = "succeeded" if answer.status == STATUS_SUCCEEDED else "processing"
-    return _record(refund, status, provider_refund_id=answer.refund_id)
+    if answer.status == STATUS_SUCCEEDED:
+        return _record(refund, "succeeded", provider_refund_id=answer.refund_id, last_error_code=None)
+    if utcnow() - refund.created_at > PROCESSING_LIMIT:
+        return _failed(refund, REFUND_NOT_SETTLED)
+    if _record(refund, "processing", provider_refund_id=answer.refund_id, last_error_code=None) == "processing":
+        raise JobSnooze(PROCESSING_POLL_S)
+    return Refund.get_by_id(refund.id).status
+
+
+def _ask(refund):
+    """How a refund the provider accepted stands now."""
+    return providers.refund_adapter(refund.provider).fetch_refund(refund.provider_refund_id)
 
 
 def _call(refund):
@@ -81,7 +101,7 @@ def _call(refund):
 def _failed_or_retry(refund, code, transient):
     job = current_job()
     if transient and (job is None or job.attempt < ATTEMPTS):
-        _record(refund, "pending", last_error_code=code)
+        _record(refund, refund.status, last_error_code=code)
         logger.warning("provider refund will be retried", extra={"reason": f"refund {refund.id}: {code}"})
         raise RefundRetry(code)
     return _failed(refund, code)
@@ -92,11 +112,11 @@ def _failed(refund, code):
 
 
 def _record(refund, status, **columns):
-    """Write the answer unless another run already recorded one; returns the row's status after.
-    A refund that failed queues its operator notice in the same transaction."""
+    """Write the answer unless another run already recorded a different one; returns the row's
+    status after. A refund that failed queues its operator notice in the same transaction."""
     with db.atomic():
         current = locked(Refund.select().where(Refund.id == refund.id)).get()
-        if current.status != "pending":
+        if current.status != refund.status:
             return current.status
         now = utcnow()
         final = status in ("succeeded", "failed")

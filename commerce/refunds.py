@@ -35,6 +35,7 @@ written by hand) has nothing to reverse either: its refund is `manual`.
 """
 
 from commerce import ledger
+from commerce.provider_refund import JOB_KIND, NOTICE_REFUND_FAILED  # noqa: F401  (the job kind, declared there)
 from commerce.settlement import (
     INVALID_REFUND_AMOUNT,
     ORDER_NOT_FOUND,
@@ -51,7 +52,6 @@ from models.transactions import defer, locked
 from ops.records import queue_notice
 
 REFUNDABLE_STATES = ("paid", "fulfilled", "partially_refunded")
-JOB_KIND = "provider_refund"  # declared by commerce/provider_refund.py
 
 TO_PROVIDER = "provider"
 TO_WALLET = "wallet"
@@ -66,7 +66,6 @@ INVALID_REFUND_DESTINATION = "invalid_refund_destination"
 PARTIAL_REFUND_UNSUPPORTED = "partial_refund_unsupported"
 
 NOTICE_REFUND_MANUAL = "refund_manual"
-NOTICE_REFUND_FAILED = "refund_failed"
 
 # The keys settlement books an order's payment under (commerce/ledger.py).
 PAYMENT_KEYS = ("order:{}:payment", "order:{}:wallet", "order:{}:topup")

@@ -30,6 +30,18 @@ What is written besides depends on the order's kind:
 - a top-up: the wallet credit and `wallet.credited`; nothing to fulfil, so the
   order is `fulfilled` at once.
 
+An upgrade applies now (SPEC 13.9): its period starts at once, `resetTraffic`
+set, and the unused part of every period it replaces is credited to the
+wallet (`proration_credit`, revenue → customer_wallet, key
+`order:<id>:proration:<entitlement id>`): the remaining seconds × the old
+plan's price per second in the currency that period was paid in, rounded
+down to a whole minor unit (commerce/catalogue.py `unused_value`), and never
+more than that period's order paid net of refunds. A period that cost
+nothing (trial, gift, code) or was refunded in full is credited nothing.
+A downgrade waits for the current period's end: its period starts there and
+its `create` carries `effectiveAt` = that end, so the job snoozes until then
+(SPEC 2.12), without a traffic reset.
+
 A provider's money is real once it arrives: a provider path also settles an
 order that expired or was cancelled while its payer was paying.
 """
@@ -40,6 +52,7 @@ from dataclasses import dataclass, replace
 from peewee import IntegrityError
 
 from commerce import ledger
+from commerce.catalogue import CatalogueError, unused_value
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import enqueue_operation, find_operation
 from fulfillment.rules import NOTICE_ORDER_PAID
@@ -181,6 +194,10 @@ def _open_period(order, now):
         updated_at=now,
     )
     desired = DesiredState.from_entitlement(entitlement, reset_traffic=order.operation in RESETS_TRAFFIC)
+    if order.operation in AT_PERIOD_END and starts_at > now:
+        desired = replace(desired, effective_at=starts_at)
+    if order.operation in PRORATED:
+        _credit_unused(order, subscription, now)
     enqueued = enqueue_operation(
         entitlement, "create", desired, fulfillment_key(order), correlation_id=f"order:{order.id}"
     )
@@ -301,7 +318,10 @@ def _new_subscription(order):
     return Subscription.create(customer=order.customer_id, slot=max(used, default=0) + 1)
 
 
-CONTINUES_PERIOD = ("extension", "renewal")
+CONTINUES_PERIOD = ("extension", "renewal", "downgrade")
+PRORATED = ("upgrade",)
+AT_PERIOD_END = ("downgrade",)
+CREDITABLE_STATES = ("paid", "fulfilled", "partially_refunded")
 
 
 def _current_period(subscription):
@@ -314,8 +334,46 @@ def _current_period(subscription):
     )
 
 
+def _credit_unused(order, subscription, now):
+    """An upgrade's credit of the unused part of each period it replaces, in the upgrade's transaction."""
+    if subscription is None:
+        return
+    replaced = (
+        Entitlement.select(Entitlement, Order)
+        .join(Order, on=(Entitlement.order == Order.id))
+        .where(
+            Entitlement.subscription == subscription,
+            Entitlement.status != "superseded",
+            Entitlement.ends_at > now,
+            Entitlement.order != order.id,
+        )
+        .order_by(Entitlement.id)
+    )
+    for period in replaced:
+        paid = period.order
+        if paid.status not in CREDITABLE_STATES or paid.amount_minor - paid.refunded_amount_minor <= 0:
+            continue
+        # A paused period's end stands still from its pause: what is left is counted from there.
+        since = max(period.starts_at, period.paused_at or now)
+        try:
+            worth = unused_value(period.plan, paid.currency, (period.ends_at - since).total_seconds())
+        except CatalogueError:
+            continue  # no longer priced in that currency: nothing to count the rest by
+        credit = min(worth, paid.amount_minor - paid.refunded_amount_minor)
+        if credit > 0:
+            ledger.post(
+                "proration_credit",
+                [
+                    ledger.Entry(ledger.REVENUE, -credit, paid.currency),
+                    ledger.Entry(ledger.wallet(order.customer_id), credit, paid.currency),
+                ],
+                order=order,
+                key=f"order:{order.id}:proration:{period.id}",
+            )
+
+
 def _period_start(order, current, now):
-    """Extensions and renewals continue the current period; everything else starts now.
+    """Extensions, renewals and downgrades continue the current period; everything else starts now.
     A paused period's end stands still, so the next one starts there even if it is past:
     the resume moves both by the time paused."""
     if order.operation not in CONTINUES_PERIOD or current is None:

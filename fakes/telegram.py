@@ -141,6 +141,12 @@ class FakeTelegram(ServedFake):
             self._poll_generation += 1
             self._arrived.notify_all()
 
+    def discard_pending(self):
+        """Drop every queued update, as if confirmed; update ids keep counting up (a load test's rounds)."""
+        with self._arrived:
+            self._updates = []
+            self._arrived.notify_all()
+
     # --- control: what a user does ---------------------------------------------
 
     def send_message(self, user, text, chat_id=None):
@@ -303,6 +309,13 @@ class FakeTelegram(ServedFake):
         with self._lock:
             return [dict(call) for call in self._accepted if method in (None, call["method"])]
 
+    def accepted_count(self, method=None):
+        """How many calls took effect, without copying them (a load test polls this)."""
+        with self._lock:
+            if method is None:
+                return len(self._accepted)
+            return sum(1 for call in self._accepted if call["method"] == method)
+
     def callback_answers(self):
         with self._lock:
             return {key: value for key, value in self._callbacks.items() if value is not None}
@@ -336,8 +349,9 @@ class FakeTelegram(ServedFake):
 
     # --- control: faults -----------------------------------------------------------
 
-    def set_fault(self, method, fault, count=None, retry_after=3, delay=12.0, chat_id=None):
+    def set_fault(self, method, fault, count=None, retry_after=3, delay=12.0, chat_id=None, after=0):
         """Make the next `count` calls of `method` ("*": any) misbehave; count None: every call until cleared.
+        The first `after` of those calls go through untouched (a fault from the second poll on).
 
         fault: "429" (Too Many Requests with retry_after, nothing done), "403"
         (Forbidden, nothing done), "5xx" (500, nothing done), "slow" (done, the
@@ -358,6 +372,7 @@ class FakeTelegram(ServedFake):
                     "retry_after": int(retry_after),
                     "delay": float(delay),
                     "chat_id": None if chat_id is None else str(chat_id),
+                    "after": int(after),
                 }
             )
             return self.faults()
@@ -378,6 +393,9 @@ class FakeTelegram(ServedFake):
                     continue
                 if rule["chat_id"] is not None and rule["chat_id"] != str(chat):
                     continue
+                if rule["after"] > 0:
+                    rule["after"] -= 1
+                    return None
                 if rule["remaining"] is not None:
                     rule["remaining"] -= 1
                     if rule["remaining"] == 0:

@@ -7,7 +7,10 @@ Routes (under /v3, Basic auth `shop_id:secret_key`):
   the same key with another body is refused. Amounts are checked to the
   kopeck; `capture: true` only (this fake has no two-stage payments).
 - GET /v3/payments/{id}: the payment, or 404 not_found.
-- POST /v3/refunds: refund all or part of a succeeded payment (same key rules).
+- POST /v3/refunds: refund all or part of a succeeded payment (same key rules);
+  `succeeded` at once, or `pending` while `hold_refunds` is set, until
+  `settle_refund(id)` (or `settle_refund(id, succeed=False)`: `canceled`).
+- GET /v3/refunds/{id}: the refund, or 404 not_found.
 
 A payment starts `pending` with a redirect confirmation URL (this fake's own
 checkout page) and becomes `succeeded` or `canceled` through the control side:
@@ -47,6 +50,7 @@ API_PREFIX = "/v3"
 ROUTE_CREATE_PAYMENT = "POST /v3/payments"
 ROUTE_GET_PAYMENT = "GET /v3/payments/{id}"
 ROUTE_CREATE_REFUND = "POST /v3/refunds"
+ROUTE_GET_REFUND = "GET /v3/refunds/{id}"
 
 CURRENCIES = ("RUB", "USD", "EUR", "BYN", "KZT", "UZS")
 DESCRIPTION_MAX_LENGTH = 128
@@ -58,6 +62,7 @@ CENT = Decimal("0.01")
 
 _AMOUNT = re.compile(r"^[0-9]{1,13}(?:\.[0-9]{1,2})?$")
 _PAYMENT_PATH = re.compile(r"^/v3/payments/(?P<id>[^/]+)$")
+_REFUND_PATH = re.compile(r"^/v3/refunds/(?P<id>[^/]+)$")
 
 
 def _error(status, code, description, parameter=None):
@@ -111,6 +116,7 @@ class FakeYooKassa(FakeProvider):
     def _reset_state(self):
         self._payments = {}
         self._refunds = {}
+        self.hold_refunds = False  # True: new refunds stay pending until settle_refund()
         self._idempotence = {}  # (route, key) → (fingerprint of the body, status, answer)
 
     def _state_counts(self):
@@ -168,6 +174,19 @@ class FakeYooKassa(FakeProvider):
             record = self._payments[payment_id]
             return self._notification(event or f"payment.{record['status']}", self._payment_json(record))
 
+    def settle_refund(self, refund_id, succeed=True):
+        """Finish a pending refund: `succeeded` (notified) or `canceled` (the money is the payment's again)."""
+        with self._lock:
+            refund = self._refunds[refund_id]
+            if refund["status"] != "pending":
+                raise ValueError(f"the refund is {refund['status']}, not pending")
+            refund["status"] = "succeeded" if succeed else "canceled"
+            if not succeed:
+                self._payments[refund["payment_id"]]["refunded"] -= Decimal(refund["amount"]["value"])
+            body = self._notification("refund.succeeded", dict(refund)) if succeed else None
+        if body is not None:
+            self._deliver(f"refund.succeeded:{refund_id}", body, _JSON)
+
     def _pending(self, payment_id):
         record = self._payments[payment_id]
         if record["status"] != "pending":
@@ -223,6 +242,8 @@ class FakeYooKassa(FakeProvider):
             route = ROUTE_CREATE_REFUND
         elif method == "GET" and _PAYMENT_PATH.match(path):
             route = ROUTE_GET_PAYMENT
+        elif method == "GET" and _REFUND_PATH.match(path):
+            route = ROUTE_GET_REFUND
         else:
             raise _error(404, "not_found", "Not found")
         if not self._authorized(handler):
@@ -232,6 +253,9 @@ class FakeYooKassa(FakeProvider):
         if route == ROUTE_GET_PAYMENT:
             payment_id = _PAYMENT_PATH.match(path).group("id")
             return route, lambda: self._get_payment(payment_id)
+        if route == ROUTE_GET_REFUND:
+            refund_id = _REFUND_PATH.match(path).group("id")
+            return route, lambda: self._get_refund(refund_id)
         key = handler.headers.get("Idempotence-Key") or ""
         if not key or len(key) > IDEMPOTENCE_KEY_MAX_LENGTH:
             raise _invalid("Idempotence-Key header is required (1-64 characters)", "Idempotence-Key")
@@ -265,6 +289,13 @@ class FakeYooKassa(FakeProvider):
             if record is None:
                 raise _error(404, "not_found", "Payment not found or forbidden", "payment_id")
             return 200, self._payment_json(record)
+
+    def _get_refund(self, refund_id):
+        with self._lock:
+            refund = self._refunds.get(refund_id)
+            if refund is None:
+                raise _error(404, "not_found", "Refund not found or forbidden", "refund_id")
+            return 200, dict(refund)
 
     def _create_payment(self, body):
         value, currency = _amount(body.get("amount"), "amount")
@@ -320,15 +351,16 @@ class FakeYooKassa(FakeProvider):
         refund = {
             "id": refund_id,
             "payment_id": payment_id,
-            "status": "succeeded",
+            "status": "pending" if self.hold_refunds else "succeeded",
             "created_at": iso(utcnow()),
             "amount": {"value": _money(value), "currency": currency},
         }
         if isinstance(body.get("description"), str):
             refund["description"] = body["description"][:250]
         self._refunds[refund_id] = refund
-        notice = self._notification("refund.succeeded", refund)
-        self._deliver_after_answer(f"refund.succeeded:{refund_id}", notice, _JSON)
+        if refund["status"] == "succeeded":
+            notice = self._notification("refund.succeeded", refund)
+            self._deliver_after_answer(f"refund.succeeded:{refund_id}", notice, _JSON)
         return 200, dict(refund)
 
     def _payment_json(self, record):

@@ -674,12 +674,28 @@ def record(claim, outcome):
                 )
             )
         writes.append(_fulfil_order(order_id, now))
+        if status == "active":
+            writes.append(_access_ready(claim, now))
     elif settled_order(claim.correlation_id) is not None:
         # An add-on's set_limits: its own order, not the entitlement's, is fulfilled by it.
         writes.append(_fulfil_order(settled_order(claim.correlation_id), now))
     writes.append(_history(op, claim.attempt, "succeeded", None, request_summary, summary))
     execute_all(writes)
     return Done("succeeded")
+
+
+def _access_ready(claim, now):
+    """The customer's "your access is ready" notice (SPEC 14.4), once per entitlement, in this
+    transaction: it exists exactly when the create's success does. It names the subscription
+    and the entitlement only; the bot reads the link from the panel when it delivers it."""
+    payload = json.dumps({"entitlementId": claim.entitlement_id, "subscriptionId": claim.subscription_id})
+    return (
+        "INSERT INTO customer_notices (customer_id, kind, dedupe_key, payload, created_at)"
+        " SELECT customer_id, %s, %s, %s, %s FROM subscriptions WHERE id = %s"
+        " ON CONFLICT (kind, dedupe_key) DO NOTHING",
+        (rules.CUSTOMER_NOTICE_ACCESS_READY, f"entitlement:{claim.entitlement_id}", payload, now,
+         claim.subscription_id),
+    )
 
 
 def _fulfil_order(order_id, now):

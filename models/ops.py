@@ -7,6 +7,7 @@ from models.commerce import Customer
 from ops.sealing import SealedField
 
 NOTICE_STATUSES = ("pending", "sent", "suppressed", "failed")
+CUSTOMER_NOTICE_STATUSES = ("pending", "sent", "failed")
 DELIVERY_STATUSES = ("pending", "retrying", "delivered", "dead")
 
 
@@ -26,7 +27,8 @@ class OperatorNotice(BaseModel):
 
 class CustomerNotice(BaseModel):
     """A message for one customer, delivered by the bot (SPEC 14.4, 14.6): one per
-    (kind, dedupe key), e.g. `dunning` per subscription and period; `sent_at` once delivered."""
+    (kind, dedupe key), e.g. `dunning` per subscription and period; `pending` until
+    delivered (`sent`, `sent_at`) or given up on (`failed`, with its `failure_code`)."""
 
     id = BigAutoField()
     customer = ForeignKeyField(Customer, backref="+", column_name="customer_id")
@@ -35,6 +37,8 @@ class CustomerNotice(BaseModel):
     payload = TextField(default="{}")
     created_at = DateTimeField(default=utcnow)
     sent_at = DateTimeField(null=True)
+    status = TextField(default="pending")
+    failure_code = TextField(null=True)
 
     class Meta:
         table_name = "customer_notices"

@@ -107,6 +107,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0016_back_office",
         "0017_checkout_session_orders",
         "0018_commerce_passes",
+        "0019_customer_notice_delivery",
         "0020_bot_loops",
         "0021_refunds",
     ]

@@ -6,6 +6,7 @@ from commerce import providers
 from web import (
     admin,
     backoffice,
+    backoffice_codes,
     backoffice_pages,
     campaigns,
     checkout,
@@ -32,6 +33,7 @@ def create_app(settings):
     app.merge(webhooks.build(offered))
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
+    app.merge(backoffice_codes.build())
     app.merge(campaigns.build())
     app.merge(support.build())
     app.merge(metrics.build(settings.operator_token))

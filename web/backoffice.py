@@ -11,7 +11,8 @@ GET  /v1/panel/customers/{c}/orders|payments|wallet           (payments.read), k
 GET  /v1/panel/subscriptions/{s}                              periods and operations (subscriptions.read)
 POST /v1/panel/customers/{c}/subscriptions/{s}/pause|resume   (subscriptions.write, X-Operator-Reason)
 GET  /v1/panel/orders/{o}, /v1/panel/payments/{p}             (payments.read)
-POST /v1/panel/orders/{o}/refund {amountMinor?, to?}          in full or in part, to the provider or the wallet (payments.write, X-Operator-Reason)
+POST /v1/panel/orders/{o}/refund {amountMinor?, to?}          in full or in part, back where it was paid or to
+                                                              the wallet (payments.write, X-Operator-Reason)
 
 The same rules as the rest of the panel API (web/panel.py): a session, the
 permission, `X-Operator-Reason` on refund, pause and resume with the audit
@@ -501,6 +502,7 @@ def refund(operator, order, amount_minor, reason, to=None):
         with db.atomic():
             before = locked(Order.select().where(Order.id == order.id)).get()  # refund_order takes this lock too
             refunded = refund_order(order.id, amount_minor, to)
+            made = refunds_of([order.id])[order.id][-1:] if refunded.amount_minor else []
             record_audit(
                 PAYMENTS_CATEGORY,
                 REFUNDED,
@@ -512,7 +514,8 @@ def refund(operator, order, amount_minor, reason, to=None):
                     "amountMinor": refunded.refunded_amount_minor - before.refunded_amount_minor,
                     "currency": order.currency,
                     "full": refunded.status == "refunded",
-                    "to": to,
+                    "refundId": made[0].id if made else None,
+                    "destination": made[0].destination if made else None,
                 },
             )
     except SettlementRejected as rejected:

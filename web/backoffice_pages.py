@@ -16,7 +16,7 @@ import uuid
 import bottle
 
 from commerce.customer_search import INVALID_SEARCH
-from commerce.refunds import REFUNDABLE_STATES
+from commerce.refunds import REFUNDABLE_STATES, refunds_of
 from integrations.payments.amounts import AmountError, exponent, to_decimal_text
 from ops import operators
 from web import backoffice, references
@@ -158,6 +158,7 @@ def build():
             intents=intents,
             transactions=transactions,
             operations=operations,
+            refunds=refunds_of([found.id])[found.id],
             left=found.amount_minor - found.refunded_amount_minor,
             places=places(found.currency),
             can_refund=_can(operator, operators.PAYMENTS_WRITE) and found.status in REFUNDABLE_STATES,

@@ -13,6 +13,7 @@ from commerce import webhooks as webhook_intake
 from commerce.orders import ORDERABLE_KINDS
 from commerce.phase import PHASES
 from commerce.providers import PAYMENT_METHODS
+from models.catalogue import GIFT_CARD_STATUSES
 from models.campaigns import CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
@@ -211,6 +212,26 @@ REFUND = _object(
         "lastErrorCode": NULLABLE_STRING,
         "createdAt": TIME,
         "completedAt": TIME,
+    }
+)
+GIFT_CARD = _object(
+    {
+        "id": INTEGER,
+        "planId": INTEGER,
+        "status": {"type": "string", "enum": list(GIFT_CARD_STATUSES)},
+        "expiresAt": TIME,
+        "createdAt": TIME,
+    }
+)
+ACCESS_CODE = _object(
+    {
+        "id": INTEGER,
+        "planId": INTEGER,
+        "maxActivations": INTEGER,
+        "activationCount": INTEGER,
+        "active": {"type": "boolean"},
+        "expiresAt": TIME,
+        "createdAt": TIME,
     }
 )
 PAYMENT = _object(
@@ -759,6 +780,77 @@ def _back_office_paths():
             [_id_parameter("paymentID")],
             "no such payment (`payment_not_found`)",
         ),
+        "/v1/panel/gift-cards": {
+            "post": {
+                "summary": "Issue a single-use gift card for a plan (payments.write, audited `panel.gift_card.issued`)",
+                "description": (
+                    "The code is in this answer only: the shop keeps its SHA-256 (SPEC 13.11). A customer redeems it"
+                    " once, before `expiresAt`, for a free period of the plan."
+                ),
+                "security": SESSION,
+                "parameters": [REASON],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object(
+                                {
+                                    "planId": {**INTEGER, "minimum": 1},
+                                    "validDays": {**INTEGER, "minimum": 1, "maximum": 3650},
+                                },
+                                ["planId", "validDays"],
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _ok(_object({"giftCard": GIFT_CARD, "code": STRING}), "issued"),
+                    "400": _error("`invalid_plan_id`, `invalid_validity`, `reason_required`, `invalid_body`"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such plan (`plan_not_found`)"),
+                    "409": _error("the plan is not on sale (`plan_inactive`)"),
+                },
+            }
+        },
+        "/v1/panel/access-codes": {
+            "post": {
+                "summary": "Issue an access code for a plan (payments.write, audited `panel.access_code.issued`)",
+                "description": (
+                    "Generated unless `code` is chosen (at least 6 letters or digits). The code is in this answer"
+                    " only. Up to `maxActivations` customers activate it, each once, before `expiresAt` if set."
+                ),
+                "security": SESSION,
+                "parameters": [REASON],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object(
+                                {
+                                    "planId": {**INTEGER, "minimum": 1},
+                                    "maxActivations": {**INTEGER, "minimum": 1, "maximum": 1000000},
+                                    "validDays": {**INTEGER, "minimum": 1, "maximum": 3650},
+                                    "code": {"type": "string", "maxLength": 64},
+                                },
+                                ["planId", "maxActivations"],
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _ok(_object({"accessCode": ACCESS_CODE, "code": STRING}), "issued"),
+                    "400": _error(
+                        "`invalid_plan_id`, `invalid_activation_limit`, `invalid_validity`, `invalid_code`,"
+                        " `reason_required`, `invalid_body`"
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such plan (`plan_not_found`)"),
+                    "409": _error("the plan is not on sale (`plan_inactive`); the chosen code is in use (`code_taken`)"),
+                },
+            }
+        },
         "/v1/panel/orders/{orderID}/refund": {
             "post": {
                 "summary": "Refund an order in full or in part (payments.write, audited `panel.order.refunded`)",

@@ -21,25 +21,31 @@
 Every purchase is refused with a plain message while maintenance is on, and
 for a blocked customer (bot/updates.py refuses their updates), and — with
 APP_TELEGRAM_REQUIRED_CHANNEL set — for someone not in that channel
-(bot/membership.py). Each pay
-press opens a checkout session (`bot_checkout_sessions`, 30 minutes) that
-names its order.
+(bot/membership.py). A plan's screen opens a checkout session
+(`bot_checkout_sessions`, 30 minutes): a cart that names its order once a
+pay button made one, or expires and is swept when the customer walks away.
 """
 
 import json
 import logging
 
-from bot import keyboards, membership, services
+from bot import keyboards, membership, services, texts
 from bot.handlers.fallback import on_unmatched_payment
 from bot.updates import Answer, Refused
 from commerce import catalogue, ledger
 from commerce import providers as methods
-from commerce.checkout import CheckoutRejected, checkout
+from commerce.checkout import MAINTENANCE_ACTIVE, CheckoutRejected, checkout
 from commerce.orders import OrderRejected, create_order
-from commerce.payments import SETTLED
+from commerce.payments import REPLAYED, SETTLED
 from commerce.stars import CURRENCY as STARS_CURRENCY
-from commerce.stars import StarsRejected, order_of, precheck_stars, settle_stars_payment
-from integrations.payments.amounts import to_decimal_text
+from commerce.stars import (
+    AMOUNT_MISMATCH,
+    ORDER_NOT_PENDING,
+    StarsRejected,
+    order_of,
+    precheck_stars,
+    settle_stars_payment,
+)
 from models.base import utcnow
 from models.bot import CHECKOUT_SESSION_TTL, BotCheckoutSession
 from models.commerce import Order
@@ -48,13 +54,7 @@ from ops import maintenance
 logger = logging.getLogger("omniflow.bot.buy")
 
 PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
-PRECHECK_TEXTS = ("order_not_pending", "amount_mismatch", "maintenance_active")
-
-
-def price_text(amount_minor, currency):
-    if currency == STARS_CURRENCY:
-        return f"{amount_minor} ⭐"
-    return f"{to_decimal_text(amount_minor, currency)} {currency}"
+PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
 
 
 def _refuse_plainly(context, query, key, **values):
@@ -71,7 +71,7 @@ def _plan_offers(context):
         prices = catalogue.plan_prices(plan)
         if not prices:
             continue
-        shown = " · ".join(price_text(amount, currency) for currency, amount in sorted(prices.items()))
+        shown = " · ".join(texts.money(amount, currency) for currency, amount in sorted(prices.items()))
         offers.append((plan.id, context.text("plan_button", plan=plan.name, days=plan.duration_days, prices=shown)))
     return offers
 
@@ -93,15 +93,15 @@ def payment_choices(context, plan):
     choices = []
     if STARS_CURRENCY in prices:
         choices.append(
-            (methods.STARS, STARS_CURRENCY, context.text("method_stars", price=price_text(prices["XTR"], "XTR")))
+            (methods.STARS, STARS_CURRENCY, context.text("method_stars", price=texts.money(prices["XTR"], "XTR")))
         )
     fiat = [currency for currency in sorted(prices) if currency != STARS_CURRENCY]
     held = {currency: ledger.balance(context.customer.id, currency) for currency in fiat}
     for currency in [currency for currency in fiat if held[currency] > 0] or fiat[:1]:
         label = context.text(
             "method_wallet",
-            price=price_text(prices[currency], currency),
-            balance=price_text(held[currency], currency),
+            price=texts.money(prices[currency], currency),
+            balance=texts.money(held[currency], currency),
         )
         choices.append((methods.WALLET, currency, label))
     for method in methods.HOSTED:
@@ -111,7 +111,8 @@ def payment_choices(context, plan):
         if not accepted:
             continue
         currency = PREFERRED_CURRENCY[method] if PREFERRED_CURRENCY[method] in accepted else accepted[0]
-        choices.append((method, currency, context.text(f"method_{method}", price=price_text(prices[currency], currency))))
+        label = context.text(f"method_{method}", price=texts.money(prices[currency], currency))
+        choices.append((method, currency, label))
     return choices
 
 
@@ -132,6 +133,8 @@ def on_plan(query, context, plan_id):
     choices = payment_choices(context, plan)
     text = context.text("methods_header" if choices else "methods_none", plan=plan.name)
     chat, message_id = query.message.chat.id, query.message.message_id
+    if choices:
+        _open_cart(context, chat, plan)
     context.edit(chat, message_id, text, keyboards.payment_methods(context.language, plan.id, choices))
     context.answer_callback(query.id)
 
@@ -145,7 +148,7 @@ def on_pay(query, context, plan_id, method, currency):
     shop = services.current()
     if method in methods.HOSTED:
         order = _hosted_order(context, query, plan, method, currency, shop, key)
-        _open_session(context, chat, plan, method, currency, order.id)
+        _close_cart(context, chat, plan, method, currency, order.id)
         context.answer_callback(query.id)
         context.later(lambda: _payment_page(context, chat, plan, method, currency, key, shop))
         return
@@ -155,18 +158,19 @@ def on_pay(query, context, plan_id, method, currency):
         )
     except CheckoutRejected as rejected:
         raise _refusal_for(context, query, rejected.code) from None
-    _open_session(context, chat, plan, method, currency, made.order_id)
+    _close_cart(context, chat, plan, method, currency, made.order_id)
     context.answer_callback(query.id)
-    price = price_text(made.amount_minor, made.currency)
+    price = texts.money(made.amount_minor, made.currency)
     if method == methods.STARS:
         context.send(chat, context.text("invoice_sent", plan=plan.name, price=price))
         context.send_invoice(chat, made.invoice)
     else:
-        context.send(chat, context.text("paid_from_wallet", plan=plan.name, price=price), keyboards.back(context.language))
+        paid = context.text("paid_from_wallet", plan=plan.name, price=price)
+        context.send(chat, paid, keyboards.back(context.language))
 
 
 def _refusal_for(context, query, code):
-    if code == "maintenance_active":
+    if code == MAINTENANCE_ACTIVE:
         return _refuse_plainly(context, query, "maintenance")
     if code == ledger.INSUFFICIENT_FUNDS:
         return _refuse_plainly(context, query, "insufficient_funds")
@@ -184,12 +188,38 @@ def _hosted_order(context, query, plan, method, currency, shop, key):
         raise _refusal_for(context, query, rejected.code) from None
 
 
-def _open_session(context, chat, plan, method, currency, order_id):
+def _open_cart(context, chat, plan):
+    """The checkout session a plan's screen opens: a cart with the plan and no order yet. One the
+    customer walks away from expires in 30 minutes and retention sweeps it (SPEC 7, 14.7)."""
     now = utcnow()
     BotCheckoutSession.create(
         chat_id=chat,
         customer=context.customer.id,
-        state=json.dumps({"planId": plan.id, "method": method, "currency": currency}, sort_keys=True),
+        state=json.dumps({"planId": plan.id}, sort_keys=True),
+        created_at=now,
+        expires_at=now + CHECKOUT_SESSION_TTL,
+    )
+
+
+def _close_cart(context, chat, plan, method, currency, order_id):
+    """The cart becomes its order: the chat's newest open cart for this plan names it (a pay
+    button pressed without one, e.g. from an older screen, gets a session of its own)."""
+    now = utcnow()
+    state = json.dumps({"planId": plan.id, "method": method, "currency": currency}, sort_keys=True)
+    open_carts = BotCheckoutSession.select(BotCheckoutSession.id, BotCheckoutSession.state).where(
+        BotCheckoutSession.chat_id == chat,
+        BotCheckoutSession.customer == context.customer.id,
+        BotCheckoutSession.order.is_null(),
+        BotCheckoutSession.expires_at > now,
+    )
+    for cart in open_carts.order_by(BotCheckoutSession.id.desc()):
+        if json.loads(cart.state or "{}").get("planId") == plan.id:
+            BotCheckoutSession.update(state=state, order=order_id).where(BotCheckoutSession.id == cart.id).execute()
+            return
+    BotCheckoutSession.create(
+        chat_id=chat,
+        customer=context.customer.id,
+        state=state,
         created_at=now,
         expires_at=now + CHECKOUT_SESSION_TTL,
         order=order_id,
@@ -204,10 +234,10 @@ def _payment_page(context, chat, plan, method, currency, key, shop):
         )
     except CheckoutRejected as rejected:
         logger.warning("a payment page could not be made", extra={"error": rejected.code})
-        key_text = "maintenance" if rejected.code == "maintenance_active" else "payment_unavailable"
+        key_text = "maintenance" if rejected.code == MAINTENANCE_ACTIVE else "payment_unavailable"
         return [Answer("send", chat, context.text(key_text))]
     text = context.text(
-        "pay_by_link", order=made.order_id, plan=plan.name, price=price_text(made.amount_minor, made.currency)
+        "pay_by_link", order=made.order_id, plan=plan.name, price=texts.money(made.amount_minor, made.currency)
     )
     return [Answer("send", chat, text, keyboards.payment_link(context.language, made.confirmation_url))]
 
@@ -234,15 +264,18 @@ def on_successful_payment(message, context):
     payment = message.successful_payment
     try:
         applied = settle_stars_payment(
-            order_of(payment.invoice_payload), payment.telegram_payment_charge_id, payment.total_amount, payment.currency
+            order_of(payment.invoice_payload),
+            payment.telegram_payment_charge_id,
+            payment.total_amount,
+            payment.currency,
         )
     except StarsRejected:
         on_unmatched_payment(message, context)
         return
     if applied.outcome == SETTLED:
-        price = price_text(payment.total_amount, payment.currency)
+        price = texts.money(payment.total_amount, payment.currency)
         context.send(message.chat.id, context.text("payment_received", price=price))
-    elif applied.outcome != "replayed":
+    elif applied.outcome != REPLAYED:
         # The money arrived but paid nothing (an amount or order that did not match):
         # apply_payment queued the operator notice that gets it refunded or settled by hand.
         context.send(message.chat.id, context.text("payment_unmatched"))

@@ -20,7 +20,7 @@ def on_press(query, context):
         subscriptions.on_subscriptions(query, context)
         return
     if press.action == keyboards.QR_CODE:
-        subscriptions.on_qr(query, context, int(press.argument))
+        subscriptions.on_qr(query, context, press.argument)
         return
     chat, message_id = query.message.chat.id, query.message.message_id
     if press.action == keyboards.MENU:

@@ -16,7 +16,9 @@ def identity_of(user):
 
 def on_start(message, context):
     identity = identity_of(message.from_user)
-    customer, created = customers.customer_for_telegram(identity, texts.language_of(identity.language_code))
+    customer, created = customers.customer_for_telegram(
+        identity, texts.language_of(identity.language_code), known=context.customer
+    )
     context.customer = customer
     context.language = texts.language_of(customer.language_code)
     greeting = context.text("welcome" if created else "welcome_back", name=customer.display_name)

@@ -74,7 +74,9 @@ class StarsRefunds(PaymentProvider):
         if not isinstance(payload, dict):
             if answer.status >= 500 or answer.status == 429:
                 raise ProviderError(http_error_code(answer.status), provider=PROVIDER, status=answer.status)
-            raise ProviderError(PROVIDER_UNAVAILABLE, provider=PROVIDER, status=answer.status, detail=DETAIL_UNDECODABLE)
+            raise ProviderError(
+                PROVIDER_UNAVAILABLE, provider=PROVIDER, status=answer.status, detail=DETAIL_UNDECODABLE
+            )
         word = _error_word(payload.get("description"))
         if payload.get("ok") is True or (answer.status == 400 and word == ALREADY_REFUNDED):
             return ProviderRefund(PROVIDER, str(payment_id), str(payment_id), STATUS_SUCCEEDED, amount_minor, currency)

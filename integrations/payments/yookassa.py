@@ -248,6 +248,11 @@ class YooKassaProvider(PaymentProvider):
         key = _idempotence_key(idempotence_key)
         return self._refund(self._call(lambda: self._refunds.create(params, key)))
 
+    def fetch_refund(self, refund_id):
+        """A refund as YooKassa holds it now (one it answered `pending` becomes `succeeded` or `canceled`)."""
+        refund_id = _provider_id(refund_id)
+        return self._refund(self._call(lambda: self._refunds.find_one(refund_id)))
+
     def parse_webhook(self, body, headers):
         """A notification → WebhookEvent(signed=False). Nothing here proves it came from YooKassa."""
         if not isinstance(body, (bytes, bytearray)) or len(body) > WEBHOOK_MAX_BYTES:

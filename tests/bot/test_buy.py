@@ -1,4 +1,4 @@
-"""SPEC 14.4, 14.5, 13.12 in the test process: Buy → plan → Stars, wallet, YooKassa, CryptoBot; pre-checkout; payment."""
+"""SPEC 14.4, 14.5, 13.12 in the test process: Buy → plan → Stars, wallet, YooKassa, CryptoBot; pre-checkout; paying."""
 
 import datetime
 
@@ -77,7 +77,24 @@ def test_buy_lists_the_plans_on_sale_with_their_prices_and_a_plan_its_ways_to_pa
         pay(plan, "cryptobot", "USD"),
         keyboards.data(keyboards.BUY),
     ]
-    assert Order.select().count() == 0  # looking costs nothing
+    assert Order.select().count() == 0  # looking orders nothing
+
+
+def test_a_plans_screen_opens_a_cart_that_its_pay_press_turns_into_the_order_or_retention_sweeps(
+    bot, fake_telegram, plan
+):
+    from ops.retention import sweep_table
+
+    fake_telegram.press(ANN, keyboards.data(keyboards.PLAN, str(plan.id)))
+    fake_telegram.press(ANN, keyboards.data(keyboards.PLAN, str(plan.id)))
+    bot.drain()
+    assert [session.order_id for session in BotCheckoutSession.select()] == [None, None]
+    assert choose(bot, fake_telegram, pay(plan, "stars", "XTR")) == [APPLIED]
+    walked_away, paid = BotCheckoutSession.select().order_by(BotCheckoutSession.id)
+    assert walked_away.order_id is None and paid.order_id == Order.get().id  # the newest cart became the order
+    BotCheckoutSession.update(expires_at=utcnow() - datetime.timedelta(minutes=1)).execute()
+    sweep_table("bot_checkout_sessions")
+    assert [session.id for session in BotCheckoutSession.select()] == [paid.id]
 
 
 def test_stars_sends_an_xtr_invoice_and_its_payment_settles_the_order_once(bot, fake_telegram, plan):

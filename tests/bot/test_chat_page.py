@@ -31,3 +31,35 @@ def test_a_person_starts_the_bot_switches_language_and_opens_a_menu_on_the_chat_
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "bot-chat-page.png"), full_page=True)
     assert Customer.get(Customer.telegram_id == 3003).language_code == "en"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_a_person_buys_a_plan_with_stars_on_the_chat_page_and_sees_the_link_and_qr_code(  # noqa: F811
+    bots, workers, shop, fake_telegram, browser
+):
+    from tests.bot.test_journey import shop_env
+    from tests.support.shop import rub_plan
+
+    rub_plan()
+    workers.start_huey_consumer(env=shop_env(shop))
+    bot = bots.start(env=shop_env(shop))
+    bots.wait_polling(bot)
+    page = browser.new_page(viewport={"width": 800, "height": 900})
+    page.goto(fake_telegram.chat_url)
+    page.fill("#user-id", "3004")
+    page.select_option("#user-lang", "en")
+    page.fill("#user-name", "Ann")
+    page.fill("#text", "/start")
+    page.click("button[type=submit]")
+    page.click("text=Buy", timeout=20000)
+    page.click("text=Monthly, 30 days", timeout=10000)
+    page.click("text=Telegram Stars: 250 ⭐", timeout=10000)
+    page.click(".bot .keyboard button:text-is('Pay')", timeout=10000)
+    page.wait_for_selector("text=Your access is ready", timeout=60000)
+    caption = page.locator(".bot", has_text="Your access is ready").last
+    assert "https://" in caption.inner_text()  # the subscription link, as text
+    caption.locator("img").wait_for(timeout=10000)
+    page.wait_for_function("() => [...document.querySelectorAll('.bot img')].every(i => i.complete && i.naturalWidth)")
+    assert caption.locator("img").evaluate("image => image.naturalWidth") > 100  # the QR code PNG loaded
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "bot-chat-page-stars-purchase.png"), full_page=True)

@@ -76,6 +76,16 @@ def test_faults_apply_per_method_and_count(fake_telegram, telebot):
     assert [m["text"] for m in fake_telegram.bot_messages(USER["id"])] == ["hi"]
 
 
+def test_a_fault_set_after_n_calls_lets_those_calls_through_first(fake_telegram, telebot):
+    fake_telegram.set_fault("sendMessage", "5xx", after=2)
+    telebot.send_message(USER["id"], "one")
+    telebot.send_message(USER["id"], "two")
+    with pytest.raises(telegram.TelegramFailure) as failed:
+        telegram.call("sendMessage", telebot.send_message, USER["id"], "three")
+    assert failed.value.code != telegram.FORBIDDEN
+    assert [m["text"] for m in fake_telegram.bot_messages(USER["id"])] == ["one", "two"]
+
+
 def test_a_photo_upload_and_a_users_photo_round_trip(fake_telegram, telebot):
     content = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
     message = telebot.send_photo(USER["id"], content, caption="your QR code")

@@ -28,13 +28,25 @@ def test_the_language_comes_from_telegrams_language_code(code, language):
 
 def test_every_button_the_bot_makes_parses_back_to_its_action():
     for language in texts.LANGUAGES:
-        for markup in (keyboards.main_menu(language), keyboards.language_menu(language), keyboards.back(language)):
+        made = (
+            keyboards.main_menu(language),
+            keyboards.language_menu(language),
+            keyboards.back(language),
+            keyboards.plans(language, [(7, "Monthly")]),
+            keyboards.payment_methods(language, 7, [(method, "XTR", method) for method in keyboards.PAYMENT_METHODS]),
+            keyboards.subscriptions(language, ["0b1f9a6e-3c2d-4e5f-8a9b-0c1d2e3f4a5b"]),
+        )
+        for markup in made:
             for row in markup.keyboard:
                 for button in row:
                     assert keyboards.parse(button.callback_data) is not None
 
 
-@pytest.mark.parametrize("raw", ["", "menu:x", "lang:fr", "subs:", "unknown", "lang:ru:1", "é" * 40, None, 5])
+@pytest.mark.parametrize(
+    "raw",
+    ["", "menu:x", "lang:fr", "subs:", "unknown", "lang:ru:1", "é" * 40, None, 5, "buy:1", "plan:01", "plan:-1",
+     "pay:1:stars", "pay:1:stars:XTR:1", "pay:1:card:RUB", "qr:1", "qr:../x", "plan:" + "9" * 19],
+)  # fmt: skip
 def test_callback_data_the_bot_did_not_make_is_refused(raw):
     assert keyboards.parse(raw) is None
 

@@ -1,14 +1,17 @@
 """SPEC 14.3, 14.4 in the test process: what an update does, over real HTTP to the fake Bot API, on both databases."""
 
+import threading
+
 import pytest
 
 from bot import keyboards
-from bot.updates import APPLIED, DUPLICATE, FAILED, REFUSED
+from bot.updates import APPLIED, DUPLICATE, FAILED, REFUSED, AnswerSender
 from commerce.settlement import settle_order
 from models.bot import BotUpdate
 from models.commerce import Customer
 from tests.support import commerce as samples
 from tests.support.botruns import InProcessBot, row_counts
+from tests.support.processes import wait_for
 
 ANN = {"id": 501, "first_name": "Ann", "last_name": "Lee", "username": "ann", "language_code": "ru"}
 BOB = {"id": 502, "first_name": "Bob", "language_code": "en-GB"}
@@ -45,6 +48,26 @@ def test_a_replayed_update_is_skipped(bot, fake_telegram):
     fake_telegram.inject(update)
     assert bot.drain() == [APPLIED, DUPLICATE]
     assert len(fake_telegram.bot_messages(BOB["id"])) == 1
+
+
+def test_answers_sent_from_their_own_thread_keep_the_order_of_the_updates_and_close_sends_what_is_queued(
+    bot, fake_telegram
+):
+    sender = AnswerSender(bot.applier.deliver)
+    bot.applier.sender = sender
+    fake_telegram.set_fault("sendMessage", "slow", count=1, delay=3)  # the first answer holds the rest back
+    users = [{"id": 601 + index, "first_name": name, "language_code": "en"} for index, name in enumerate("ABC")]
+    for user in users:
+        fake_telegram.send_message(user, "/start")
+    thread = threading.Thread(target=sender.run)
+    thread.start()
+    assert bot.drain() == [APPLIED, APPLIED, APPLIED]  # applied while the first answer is still under way
+    wait_for(lambda: fake_telegram.accepted_count("sendMessage") >= 1, 10, message="the first answer under way")
+    assert fake_telegram.accepted_count("sendMessage") == 1  # the others wait behind it
+    sender.close()
+    thread.join(15)
+    assert not thread.is_alive()
+    assert [call["chat_id"] for call in fake_telegram.accepted("sendMessage")] == [user["id"] for user in users]
 
 
 def test_the_language_follows_telegram_until_the_customer_chooses_one(bot, fake_telegram):

@@ -5,13 +5,13 @@ provider call is a durable job that never refunds twice."""
 
 import pytest
 
+import omniflow
 from commerce import ledger, providers
-from commerce import provider_refund as _job  # noqa: F401  (declares the provider_refund kind)
 from commerce.checkout import checkout
 from commerce.orders import create_order
 from commerce.payments import poll_intent
+from commerce.provider_refund import NOTICE_REFUND_FAILED
 from commerce.refunds import (
-    NOTICE_REFUND_FAILED,
     NOTICE_REFUND_MANUAL,
     PARTIAL_REFUND_UNSUPPORTED,
     REFUND_EXCEEDS_WALLET,
@@ -21,6 +21,8 @@ from commerce.settlement import SettlementRejected, settle_order
 from commerce.stars import settle_stars_payment
 from fakes.telegram import FakeTelegram
 from integrations.payments.stars import StarsRefunds
+from jobs import UNIQUE_WHILE_ACTIVE, huey
+from models.base import db
 from models.commerce import Order
 from models.jobs import Job
 from models.ledger import LedgerEntry, LedgerTransaction
@@ -166,6 +168,27 @@ def test_a_refund_refused_writes_nothing_not_even_its_status(database):
     assert LedgerTransaction.select().where(LedgerTransaction.kind == "refund").count() == 0
 
 
+def test_a_refund_its_caller_rolls_back_leaves_no_job_no_ledger_and_no_refund(database):
+    buyer = sales.customer()
+    order, _, _ = sales.paid_order(buyer, sales.plan())
+    transactions = LedgerTransaction.select().count()
+
+    with pytest.raises(RuntimeError):
+        with db.atomic():
+            refund_order(order.id)
+            raise RuntimeError("the caller's audit failed")
+
+    assert Order.get_by_id(order.id).status == "paid"
+    assert (Refund.select().count(), LedgerTransaction.select().count(), refund_jobs()) == (0, transactions, [])
+
+
+def test_the_refund_job_is_declared_by_every_worker_and_unique_by_its_refund():
+    assert "commerce.provider_refund" in omniflow.JOB_KIND_MODULES
+    spec = huey.kinds.get("provider_refund")
+    assert (spec.unique_states, spec.max_attempts) == (UNIQUE_WHILE_ACTIVE, 12)
+    assert spec.unique_key({"refundId": 7}) == spec.unique_key({"refundId": 7}) != spec.unique_key({"refundId": 8})
+
+
 # -- YooKassa ------------------------------------------------------------------------------------
 
 
@@ -219,6 +242,46 @@ def test_a_refund_yookassa_refuses_fails_with_its_code_and_one_notice(shop):
     assert (refund.status, refund.last_error_code) == ("failed", "provider_rejected")
     (notice,) = notices(NOTICE_REFUND_FAILED)
     assert notice.dedupe_key == f"refund:{refund.id}"
+
+
+def test_a_refund_yookassa_holds_pending_is_processing_and_polled_until_it_is_done(shop):
+    order, _ = paid_at(shop)
+    shop.yookassa.hold_refunds = True
+    refund_order(order.id, 2000)
+
+    run_refund_jobs()
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.status, refund.completed_at) == ("processing", None)
+    (job,) = refund_jobs()
+    snoozed = Job.get_by_id(job.id)
+    assert (snoozed.state, snoozed.attempt) == ("scheduled", 0)  # snoozed: no attempt spent
+
+    make_due(job.id)
+    run_refund_jobs()  # still pending at YooKassa: asked again later
+    assert Refund.get_by_id(refund.id).status == "processing"
+
+    shop.yookassa.settle_refund(refund.provider_refund_id)
+    make_due(job.id)
+    run_refund_jobs()
+    done = Refund.get_by_id(refund.id)
+    assert (done.status, done.completed_at is not None) == ("succeeded", True)
+    assert Job.get_by_id(job.id).state == "completed"
+
+
+def test_a_refund_yookassa_cancels_after_accepting_it_fails_with_a_notice(shop):
+    order, _ = paid_at(shop)
+    shop.yookassa.hold_refunds = True
+    refund_order(order.id, 2000)
+    run_refund_jobs()
+    refund = Refund.get(Refund.order == order.id)
+
+    shop.yookassa.settle_refund(refund.provider_refund_id, succeed=False)
+    make_due(refund_jobs()[0].id)
+    run_refund_jobs()
+
+    failed = Refund.get_by_id(refund.id)
+    assert (failed.status, failed.last_error_code) == ("failed", "refund_canceled")
+    assert len(notices(NOTICE_REFUND_FAILED)) == 1
 
 
 # -- Telegram Stars ------------------------------------------------------------------------------

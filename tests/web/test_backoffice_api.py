@@ -339,7 +339,28 @@ def test_a_full_refund_revokes_access_and_is_audited_with_the_reason(web, shop_w
         REASON["X-Operator-Reason"],
         str(order.id),
     )
-    assert json.loads(audit.details) == {"amountMinor": 29900, "currency": "RUB", "full": True}
+    (made,) = answer.json()["refunds"]
+    assert (made["amountMinor"], made["destination"], made["status"]) == (29900, "provider", "pending")
+    assert json.loads(audit.details) == {
+        "amountMinor": 29900,
+        "currency": "RUB",
+        "full": True,
+        "refundId": made["id"],
+        "destination": "provider",
+    }
+    shown = requests.get(f"{web}/v1/panel/orders/{order.id}", headers=headers, timeout=10).json()
+    assert [r["id"] for r in shown["refunds"]] == [made["id"]]
+
+
+def test_a_refund_to_the_wallet_credits_it_and_says_so(web, shop_world):
+    headers = {**api.session_of(web), **REASON}
+    order = shop_world["order"]
+    before = ledger.balance(order.customer_id, "RUB")
+    answer = described(refund(web, headers, order.id, {"amountMinor": 900, "to": "wallet"}),
+                       "/v1/panel/orders/{orderID}/refund", "post")  # fmt: skip
+    (made,) = answer.json()["refunds"]
+    assert (made["destination"], made["status"]) == ("wallet", "succeeded")
+    assert ledger.balance(order.customer_id, "RUB") == before + 900
 
 
 def test_a_partial_refund_keeps_access_and_refunds_the_rest_in_full_later(web, shop_world):
@@ -365,6 +386,8 @@ def test_a_partial_refund_keeps_access_and_refunds_the_rest_in_full_later(web, s
         ({"amountMinor": "100"}, "invalid_refund_amount"),
         ({"amountMinor": 1.5}, "invalid_refund_amount"),
         ({"amountMinor": True}, "invalid_refund_amount"),
+        ({"to": "bank"}, "invalid_refund_destination"),
+        ({"to": ["wallet"]}, "invalid_refund_destination"),
         ([], "invalid_body"),
     ],
 )

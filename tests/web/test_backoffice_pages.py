@@ -90,6 +90,20 @@ def test_subscription_order_and_payment_pages_link_to_each_other(web, shop_world
     assert f'href="/panel/orders/{order.id}"' in payment_page
 
 
+def test_the_order_page_lists_its_refunds_with_where_they_went_and_their_state(web, shop_world):
+    from commerce.refunds import refund_order
+
+    order = shop_world["order"]
+    refund_order(order.id, 900, to="wallet")
+    refund_order(order.id, 1000)
+    shown = page(web, f"/panel/orders/{order.id}", api.session_of(web)).text
+    table = shown[shown.index('<table id="refunds">') :]
+    table = table[: table.index("</table>")]
+    assert table.count("<tr>") == 3  # the header and the two refunds
+    assert "wallet (yookassa)" in table and "provider (yookassa)" in table
+    assert "status-succeeded" in table and "status-pending" in table
+
+
 def test_refund_and_pause_are_offered_only_to_operators_who_may_use_them(web, shop_world):
     readers = api.session_of(web, "reader", ["subscriptions.read", "payments.read"])
     assert "/refund" not in page(web, f"/panel/orders/{shop_world['order'].id}", readers).text

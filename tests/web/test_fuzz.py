@@ -14,13 +14,14 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from models.catalogue import AccessCode, GiftCard
 from models.commerce import Customer, Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
 from models.ledger import LedgerEntry, LedgerTransaction
 from models.operators import Operator
 from models.ops import AuditEvent, MaintenanceState, OperatorNotice, OutboxDestination, OutboxEvent
-from models.payments import PaymentIntent, ProviderWebhookEvent
+from models.payments import PaymentIntent, ProviderWebhookEvent, Refund
 from tests.web import test_panel_api as api
 from tests.web.conftest import OPERATOR_TOKEN
 from web.openapi import document
@@ -42,6 +43,9 @@ WRITTEN = (
     OutboxDestination,
     OperatorNotice,
     ProviderWebhookEvent,
+    Refund,
+    GiftCard,
+    AccessCode,
 )
 # A webhook delivery is stored before it is judged (SPEC 13.6): a refused one keeps that one row, unprocessed.
 WEBHOOK_INTAKE = ProviderWebhookEvent.__name__

@@ -14,6 +14,7 @@ from commerce.settlement import settle_order
 from fulfillment import rules
 from models.base import utcnow
 from models.campaigns import Campaign
+from models.catalogue import AccessCode, GiftCard
 from models.commerce import Customer, Order, Subscription
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job
@@ -670,6 +671,8 @@ ROUTES = [
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/pause", "subscriptions.write"),
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/resume", "subscriptions.write"),
     ("POST", "/v1/panel/orders/{order}/refund", "payments.write"),
+    ("POST", "/v1/panel/gift-cards", "payments.write"),
+    ("POST", "/v1/panel/access-codes", "payments.write"),
     ("POST", "/v1/panel/campaigns", "campaigns.write"),
     ("GET", "/v1/panel/campaigns/{campaign}", "campaigns.write"),
     ("GET", "/v1/panel/support/tickets", "support.read"),
@@ -704,6 +707,17 @@ PERMISSION_SETS = [
 ]
 
 
+def body_for(template, index, plan_id):
+    """A body each route takes when the operator may use it."""
+    if template in BODIES:
+        return BODIES[template]
+    if template.endswith("/gift-cards"):
+        return {"planId": plan_id, "validDays": 30}
+    if template.endswith("/access-codes"):
+        return {"planId": plan_id, "maxActivations": 3}
+    return {"operation": "enable", "requestId": f"r{index}"}
+
+
 def paths(template, op=1, customer="c", subscription="s", order=1, payment=1, campaign=1, ticket=1):
     return template.format(
         op=op, customer=customer, subscription=subscription, order=order, payment=payment, campaign=campaign,
@@ -730,14 +744,15 @@ def paid_at_a_provider(order_id):
 def test_permission_matrix(web, permissions):
     headers = {**session_of(web, permissions=permissions), **REASON}
     customer_id, subscription_id = provisioned()
-    order_id = Entitlement.get(Entitlement.subscription == subscription_id).order_id
+    entitlement = Entitlement.get(Entitlement.subscription == subscription_id)
+    order_id = entitlement.order_id
     payment_id = paid_at_a_provider(order_id)
     Customer.update(telegram_id=424242).where(Customer.id == customer_id).execute()
     campaign_id = create_campaign("announcement", "Hello", "alice", "matrix").id
     ticket_id = customer_writes(customer_id, 424242, "My VPN is slow")[0].id
     for index, (method, template, needed) in enumerate(ROUTES):
         op_id = operation_in("failed")
-        body = BODIES.get(template) or {"operation": "enable", "requestId": f"r{index}"}
+        body = body_for(template, index, entitlement.plan_id)
         path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id, campaign_id, ticket_id)
         answer = requests.request(method, web + path, headers=headers, json=body, timeout=10)
         if needed in permissions:
@@ -757,6 +772,7 @@ def test_permission_matrix(web, permissions):
     if "payments.write" not in permissions:
         assert AuditEvent.select().where(AuditEvent.action == "panel.order.refunded").count() == 0
         assert Order.get_by_id(order_id).status != "refunded"
+        assert (GiftCard.select().count(), AccessCode.select().count()) == (0, 0)
     if "campaigns.write" not in permissions:
         assert Campaign.select().count() == 1  # the test's own
     if "support.write" not in permissions:

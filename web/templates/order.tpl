@@ -41,6 +41,27 @@
 </table>
 % end
 
+<h2>Refunds</h2>
+% if not refunds:
+<div class="empty">Not refunded.</div>
+% else:
+<table id="refunds">
+  <tr><th>refund</th><th>amount</th><th>to</th><th>status</th><th>provider's id</th><th>last error</th><th>asked</th><th>done</th></tr>
+  % for refund in refunds:
+  <tr>
+    <td>{{refund.id}}</td>
+    <td>{{money(refund.amount_minor, refund.currency)}}</td>
+    <td>{{refund.destination}}{{" (" + refund.provider + ")" if refund.provider else ""}}</td>
+    <td class="status-{{refund.status}}">{{refund.status}}</td>
+    <td class="code">{{refund.provider_refund_id or "–"}}</td>
+    <td class="code">{{refund.last_error_code or "–"}}</td>
+    <td class="muted">{{iso(refund.created_at)}}</td>
+    <td class="muted">{{iso(refund.completed_at) or "–"}}</td>
+  </tr>
+  % end
+</table>
+% end
+
 <h2>Ledger</h2>
 % if not transactions:
 <div class="empty">No money moved for this order in the ledger.</div>

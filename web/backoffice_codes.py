@@ -1,0 +1,124 @@
+"""The back office's gift cards and access codes (SPEC 13.11, 13.14): an operator issues them.
+
+POST /v1/panel/gift-cards   {planId, validDays}                          a single-use gift card
+POST /v1/panel/access-codes {planId, maxActivations, validDays?, code?}  an access code (generated unless chosen)
+
+Both need `payments.write` (a code is worth a period) and `X-Operator-Reason`,
+and are audited in the transaction that makes them. The code is in the 201
+answer once: only its SHA-256 is stored (commerce/codes.py), so the audit,
+the logs and every later answer carry the card's or code's id, never the
+code. Customers activate them through commerce/activations.py.
+"""
+
+import datetime
+
+from commerce import codes
+from commerce.catalogue import CatalogueError, purchasable_plan
+from models.base import db, utcnow
+from ops import operators
+from ops.records import record_audit
+from web import panel, problems
+from web.answers import iso, json_answer, json_body
+from web.problems import Problem
+
+CATEGORY = "payments"
+GIFT_CARD_ISSUED = "panel.gift_card.issued"
+ACCESS_CODE_ISSUED = "panel.access_code.issued"
+MAX_VALID_DAYS = 3650
+MAX_ACTIVATIONS = 1_000_000
+MAX_CHOSEN_CODE = 64
+PROBLEMS = {
+    codes.INVALID_CODE: 400,
+    codes.INVALID_ACTIVATION_LIMIT: 400,
+    codes.CODE_TAKEN: 409,
+}
+
+
+def gift_card_json(card):
+    return {
+        "id": card.id,
+        "planId": card.plan_id,
+        "status": card.status,
+        "expiresAt": iso(card.expires_at),
+        "createdAt": iso(card.created_at),
+    }
+
+
+def access_code_json(row):
+    return {
+        "id": row.id,
+        "planId": row.plan_id,
+        "maxActivations": row.max_activations,
+        "activationCount": row.activation_count,
+        "active": bool(row.active),
+        "expiresAt": iso(row.expires_at),
+        "createdAt": iso(row.created_at),
+    }
+
+
+def _whole(value, low, high):
+    return not isinstance(value, bool) and isinstance(value, int) and low <= value <= high
+
+
+def _plan(body):
+    plan_id = body.get("planId")
+    if not _whole(plan_id, 1, 2**63 - 1):
+        raise Problem(400, problems.INVALID_PLAN_ID, "planId is a plan's id")
+    try:
+        return purchasable_plan(plan_id)
+    except CatalogueError as error:
+        raise Problem(404 if error.code == problems.PLAN_NOT_FOUND else 409, error.code, str(error)) from None
+
+
+def _expiry(body, required):
+    days = body.get("validDays")
+    if days is None and not required:
+        return None
+    if not _whole(days, 1, MAX_VALID_DAYS):
+        raise Problem(400, problems.INVALID_VALIDITY, f"validDays is a whole number from 1 to {MAX_VALID_DAYS}")
+    return utcnow().replace(microsecond=0) + datetime.timedelta(days=days)
+
+
+def build():
+    import bottle
+
+    app = bottle.Bottle()
+    signed_in = panel.signed_in
+
+    @app.post("/v1/panel/gift-cards")
+    @signed_in(operators.PAYMENTS_WRITE)
+    def issue_gift_card(operator):
+        reason = panel.operator_reason()
+        body = json_body()
+        plan = _plan(body)
+        expires_at = _expiry(body, required=True)
+        with db.atomic():
+            card, code = codes.issue_gift_card(plan, expires_at)
+            record_audit(CATEGORY, GIFT_CARD_ISSUED, f"operator:{operator.username}", reason, "gift_card", card.id,
+                         details={"planId": plan.id, "expiresAt": iso(expires_at)})  # fmt: skip
+        return json_answer(201, {"giftCard": gift_card_json(card), "code": code})
+
+    @app.post("/v1/panel/access-codes")
+    @signed_in(operators.PAYMENTS_WRITE)
+    def issue_access_code(operator):
+        reason = panel.operator_reason()
+        body = json_body()
+        plan = _plan(body)
+        limit = body.get("maxActivations")
+        if not _whole(limit, 1, MAX_ACTIVATIONS):
+            raise Problem(400, codes.INVALID_ACTIVATION_LIMIT, f"maxActivations is from 1 to {MAX_ACTIVATIONS}")
+        expires_at = _expiry(body, required=False)
+        chosen = body.get("code")
+        if chosen is not None and (not isinstance(chosen, str) or len(chosen) > MAX_CHOSEN_CODE):
+            raise Problem(400, codes.INVALID_CODE, f"code is a text of at most {MAX_CHOSEN_CODE} characters")
+        try:
+            with db.atomic():
+                row, code = codes.issue_access_code(plan, limit, expires_at, chosen)
+                record_audit(CATEGORY, ACCESS_CODE_ISSUED, f"operator:{operator.username}", reason, "access_code",
+                             row.id, details={"planId": plan.id, "maxActivations": limit,
+                                              "expiresAt": iso(expires_at), "chosen": chosen is not None})  # fmt: skip
+        except codes.CodeRejected as rejected:
+            raise Problem(PROBLEMS.get(rejected.code, 400), rejected.code, str(rejected)) from None
+        return json_answer(201, {"accessCode": access_code_json(row), "code": code})
+
+    return app
