@@ -2,7 +2,7 @@
 /code) waits for a code, `/code <code>` activates at once, the Trial button takes the customer's one trial.
 
 Activation settles a free order in the update's transaction
-(commerce/activation.py), so the access is set up like a bought one and the
+(commerce/activations.py), so the access is set up like a bought one and the
 customer hears "your access is ready" when it is. A refused code or trial
 gets a plain answer and nothing is written. A wrong code leaves the bot
 waiting, so a typo can be sent again; the code's text is never echoed back
@@ -15,7 +15,8 @@ import threading
 import time
 
 from bot import keyboards, sessions
-from commerce import activation
+from commerce import activations, codes
+from models.commerce import Order, Plan
 
 CODE = "code"
 # Guessing: after MAX_WRONG_CODES wrong codes within WRONG_CODE_WINDOW_S a customer's codes are refused unread
@@ -23,13 +24,14 @@ CODE = "code"
 # nothing, so a count in the database would be rolled back with it.
 MAX_WRONG_CODES = 5
 WRONG_CODE_WINDOW_S = 10 * 60
+MAX_CODE_LENGTH = 64
 REFUSAL_TEXTS = {
-    activation.CODE_NOT_FOUND: "code_not_found",
-    activation.CODE_EXPIRED: "code_expired",
-    activation.CODE_USED: "code_used",
-    activation.CODE_ALREADY_ACTIVATED: "code_already_activated",
-    activation.NO_TRIAL: "trial_none",
-    activation.TRIAL_ALREADY_USED: "trial_used",
+    activations.INVALID_CODE: "code_not_found",
+    activations.CODE_EXPIRED: "code_expired",
+    activations.CODE_USED_UP: "code_used",
+    activations.CODE_ALREADY_USED: "code_already_activated",
+    activations.NO_TRIAL: "trial_none",
+    activations.TRIAL_USED: "trial_used",
 }
 
 
@@ -61,6 +63,23 @@ def _refused(context, rejected):
     return context.refusal(REFUSAL_TEXTS.get(rejected.code, "activation_refused"))
 
 
+def _activate(customer_id, raw_code):
+    """A gift card's code, else an access code's (one code never names both: both are 80 random bits or chosen
+    unique among access codes)."""
+    if not codes.normalise(raw_code) or len(raw_code) > MAX_CODE_LENGTH:
+        raise activations.ActivationRejected(activations.INVALID_CODE, "no such code")
+    try:
+        return activations.activate_gift_card(customer_id, raw_code)
+    except activations.ActivationRejected as rejected:
+        if rejected.code != activations.INVALID_CODE:
+            raise
+    return activations.activate_access_code(customer_id, raw_code)
+
+
+def _plan_of(activated):
+    return Plan.select().join(Order, on=(Order.plan == Plan.id)).where(Order.id == activated.order_id).get()
+
+
 def ask(context, chat_id, message_id=None):
     if context.customer is None:
         raise context.refusal("press_start")
@@ -77,11 +96,12 @@ def activate(context, chat_id, raw_code):
     if wrong_codes.blocked(context.customer.id):
         raise context.refusal("code_too_many")
     try:
-        _, plan, _ = activation.activate_code(context.customer.id, raw_code)
-    except activation.ActivationRejected as rejected:
-        if rejected.code == activation.CODE_NOT_FOUND:
+        activated = _activate(context.customer.id, raw_code)
+    except activations.ActivationRejected as rejected:
+        if rejected.code == activations.INVALID_CODE:
             wrong_codes.add(context.customer.id)
         raise _refused(context, rejected) from None
+    plan = _plan_of(activated)
     sessions.stop_awaiting(chat_id, context.customer.id)
     shown = context.text("code_activated", plan=plan.name, days=plan.duration_days)
     context.send(chat_id, shown, keyboards.main_menu(context.language))
@@ -103,8 +123,8 @@ def trial(context, chat_id, message_id):
     if context.customer is None:
         raise context.refusal("press_start")
     try:
-        plan, _ = activation.activate_trial(context.customer.id)
-    except activation.ActivationRejected as rejected:
+        plan = _plan_of(activations.activate_trial(context.customer.id))
+    except activations.ActivationRejected as rejected:
         raise _refused(context, rejected) from None
     shown = context.text("trial_activated", plan=plan.name, days=plan.duration_days)
     context.edit(chat_id, message_id, shown, keyboards.main_menu(context.language))
