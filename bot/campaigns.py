@@ -38,10 +38,10 @@ import threading
 from peewee import fn
 
 from bot.pacing import TokenBucket
+from commerce import customers
 from integrations import telegram
 from models.base import db, utcnow
 from models.campaigns import Campaign, CampaignRecipient
-from models.commerce import Customer
 
 logger = logging.getLogger("omniflow.bot.campaigns")
 
@@ -196,11 +196,8 @@ class CampaignDelivery:
             ).where(CampaignRecipient.id == recipient.id, CampaignRecipient.status == "sending").execute()
 
     def _unreachable(self, recipient):
-        with db.atomic():
-            self._set(recipient, "unreachable", "403")
-            Customer.update(telegram_unreachable_at=utcnow()).where(
-                Customer.id == recipient.customer_id, Customer.telegram_unreachable_at.is_null()
-            ).execute()
+        self._set(recipient, "unreachable", "403")
+        customers.mark_unreachable(recipient.customer_id)
 
     def finish_campaigns(self):
         """Campaigns with no recipient left to send are `done`."""

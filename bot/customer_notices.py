@@ -17,6 +17,8 @@ crash between the acceptance and the mark sends that one notice a second
 time, nothing else can. Otherwise:
 
 - 403 (the customer blocked the bot): `failed`, `forbidden` — not retried;
+  the customer is marked unreachable (campaigns leave them out until they
+  write to the bot again);
 - another 4xx: `failed`, `rejected` (the message will never be taken);
 - a kind without a text, or a customer without a chat: `failed`
   (`unknown_kind`, `no_chat`, `no_subscription`), logged as an error: visible, not silent;
@@ -30,6 +32,7 @@ import json
 import logging
 
 from bot import qr, services, texts
+from commerce import customers
 from integrations import telegram
 from models.base import db, utcnow
 from models.commerce import Customer, Plan, Subscription
@@ -116,6 +119,8 @@ class CustomerNoticeLoop:
                 if failure.code in (telegram.FORBIDDEN, telegram.REJECTED):
                     code = FORBIDDEN if failure.code == telegram.FORBIDDEN else REJECTED
                     self._mark(notice, "failed", code)
+                    if code == FORBIDDEN:
+                        customers.mark_unreachable(notice.customer_id)
                     logger.info(
                         "customer notice refused by Telegram; marked failed",
                         extra={"task": notice.kind, "error": code},
