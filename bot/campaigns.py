@@ -2,7 +2,8 @@
 APP_TELEGRAM_DELIVERY_RATE.
 
 Continuous while recipients are queued: a tick takes up to BATCH (200)
-pending recipients of campaigns still sending, in id order (index
+pending recipients of announcements, then up to BATCH of campaigns (service
+news is not kept waiting behind a large sale), in id order (index
 `campaign_recipients_due`), and sends each through a token bucket at the
 configured rate (bot/pacing.py), SENDERS calls in flight at once (the
 bucket, not the number of threads, sets the pace). When nothing is queued
@@ -37,10 +38,10 @@ import threading
 from peewee import fn
 
 from bot.pacing import TokenBucket
+from commerce import customers
 from integrations import telegram
 from models.base import db, utcnow
 from models.campaigns import Campaign, CampaignRecipient
-from models.commerce import Customer
 
 logger = logging.getLogger("omniflow.bot.campaigns")
 
@@ -91,15 +92,20 @@ class CampaignDelivery:
             )
         if count:
             logger.warning(
-                "campaign recipients claimed by a stopped bot marked failed", extra={"task": "campaigns", "count": count}
+                "campaign recipients claimed by a stopped bot marked failed",
+                extra={"task": "campaigns", "count": count},
             )
         return count
 
     def due(self):
+        """Up to BATCH pending announcement recipients, then up to BATCH campaign ones, each in id order."""
+        return [recipient for kind in ("announcement", "campaign") for recipient in self._due(kind)]
+
+    def _due(self, kind):
         return list(
             CampaignRecipient.select(CampaignRecipient, Campaign.text)
             .join(Campaign, on=(CampaignRecipient.campaign == Campaign.id))
-            .where(CampaignRecipient.status == "pending", Campaign.status == "sending")
+            .where(CampaignRecipient.status == "pending", Campaign.status == "sending", Campaign.kind == kind)
             .order_by(CampaignRecipient.id)
             .limit(BATCH)
             .objects()
@@ -152,7 +158,8 @@ class CampaignDelivery:
                 if failure.code == telegram.RATE_LIMITED:
                     self._set(recipient, "pending")
                     logger.info(
-                        "campaign delivery paused by Telegram", extra={"task": "campaigns", "count": failure.retry_after}
+                        "campaign delivery paused by Telegram",
+                        extra={"task": "campaigns", "count": failure.retry_after},
                     )
                     self.bucket.pause(failure.retry_after)
                     continue
@@ -189,11 +196,8 @@ class CampaignDelivery:
             ).where(CampaignRecipient.id == recipient.id, CampaignRecipient.status == "sending").execute()
 
     def _unreachable(self, recipient):
-        with db.atomic():
-            self._set(recipient, "unreachable", "403")
-            Customer.update(telegram_unreachable_at=utcnow()).where(
-                Customer.id == recipient.customer_id, Customer.telegram_unreachable_at.is_null()
-            ).execute()
+        self._set(recipient, "unreachable", "403")
+        customers.mark_unreachable(recipient.customer_id)
 
     def finish_campaigns(self):
         """Campaigns with no recipient left to send are `done`."""

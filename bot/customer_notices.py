@@ -16,9 +16,9 @@ accepted it, and only from `pending`, so a success is never sent again; a
 crash between the acceptance and the mark sends that one notice a second
 time, nothing else can. Otherwise:
 
-- 403 (the customer blocked the bot): `failed`, `forbidden` — not retried —
-  and the customer's `telegram_unreachable_at` set, as campaigns and the
-  support push do (a later notice is still tried: /start clears the mark);
+- 403 (the customer blocked the bot): `failed`, `forbidden` — not retried;
+  the customer is marked unreachable (campaigns leave them out until they
+  write to the bot again);
 - another 4xx: `failed`, `rejected` (the message will never be taken);
 - a kind without a text, or a customer without a chat: `failed`
   (`unknown_kind`, `no_chat`, `no_subscription`), logged as an error: visible, not silent;
@@ -32,6 +32,7 @@ import json
 import logging
 
 from bot import qr, services, texts
+from commerce import customers
 from integrations import telegram
 from models.base import db, utcnow
 from models.commerce import Customer, Plan, Subscription
@@ -117,7 +118,9 @@ class CustomerNoticeLoop:
             except telegram.TelegramFailure as failure:
                 if failure.code in (telegram.FORBIDDEN, telegram.REJECTED):
                     code = FORBIDDEN if failure.code == telegram.FORBIDDEN else REJECTED
-                    self._mark(notice, "failed", code, unreachable=code == FORBIDDEN)
+                    self._mark(notice, "failed", code)
+                    if code == FORBIDDEN:
+                        customers.mark_unreachable(notice.customer_id)
                     logger.info(
                         "customer notice refused by Telegram; marked failed",
                         extra={"task": notice.kind, "error": code},
@@ -131,16 +134,11 @@ class CustomerNoticeLoop:
             self._mark(notice, "sent")
         return 0
 
-    def _mark(self, notice, status, failure_code=None, unreachable=False):
+    def _mark(self, notice, status, failure_code=None):
         now = utcnow()
-        with db.atomic():
-            CustomerNotice.update(
-                status=status, sent_at=now if status == "sent" else None, failure_code=failure_code
-            ).where(CustomerNotice.id == notice.id, CustomerNotice.status == "pending").execute()
-            if unreachable:
-                Customer.update(telegram_unreachable_at=now).where(
-                    Customer.id == notice.customer_id, Customer.telegram_unreachable_at.is_null()
-                ).execute()
+        CustomerNotice.update(
+            status=status, sent_at=now if status == "sent" else None, failure_code=failure_code
+        ).where(CustomerNotice.id == notice.id, CustomerNotice.status == "pending").execute()
 
 
 class Message:

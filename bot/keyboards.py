@@ -27,6 +27,8 @@ PAYMENT_METHODS = ("stars", "wallet", "yookassa", "cryptobot")
 _ID = r"[1-9][0-9]{0,17}"
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 SUPPORT = "support"
+CODE = "code"  # a gift card's or an access code's activation
+TRIAL = "trial"
 
 # action -> the arguments it takes (None: no argument)
 ACTIONS = {
@@ -38,6 +40,8 @@ ACTIONS = {
     PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
     QR_CODE: re.compile(_UUID),
     SUPPORT: None,
+    CODE: None,
+    TRIAL: None,
 }
 
 
@@ -82,6 +86,7 @@ def main_menu(language):
             [(texts.text(language, "button_buy"), data(BUY))],
             [(texts.text(language, "button_subscriptions"), data(SUBSCRIPTIONS))],
             [(texts.text(language, "button_language"), data(LANGUAGE))],
+            [(texts.text(language, "button_code"), data(CODE)), (texts.text(language, "button_trial"), data(TRIAL))],
             [(texts.text(language, "button_support"), data(SUPPORT))],
         ]
     )

@@ -17,8 +17,9 @@ later period that is not superseded), is live (not failed, disabled or
 paused), its customer has a Telegram chat, and it started before the window
 opened for it — a 2-day trial is not told it has 3 days left the moment it
 is bought (checked on the page's rows: the dialects share no portable
-datetime arithmetic, and the page stays bounded either way). `expired` looks back EXPIRED_LOOKBACK only: a bot down for longer
-than that does not greet customers with news of an end long past.
+datetime arithmetic, and the page stays bounded either way). `expired`
+looks back EXPIRED_LOOKBACK (7 days) only: a bot down for longer than that
+does not greet customers with news of an end long past.
 """
 
 import datetime

@@ -13,6 +13,7 @@ next one retries.
 import logging
 
 from bot import texts
+from commerce import customers
 from integrations import telegram
 from models.base import db, utcnow
 from models.commerce import Customer
@@ -69,10 +70,7 @@ class SupportReplyPush:
             except telegram.TelegramFailure as failure:
                 if failure.code == telegram.FORBIDDEN:
                     self._mark(reply, "unreachable")
-                    with db.atomic():
-                        Customer.update(telegram_unreachable_at=utcnow()).where(
-                            Customer.id == reply["customer"], Customer.telegram_unreachable_at.is_null()
-                        ).execute()
+                    customers.mark_unreachable(reply["customer"])
                     continue
                 if failure.code == telegram.REJECTED:
                     self._mark(reply, "failed")

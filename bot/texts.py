@@ -148,6 +148,21 @@ CATALOG = {
 CATALOG["en"].update(
     {
         "button_support": "Support",
+        "button_code": "Gift or code",
+        "button_trial": "Free trial",
+        "code_prompt": "Send the code of your gift card or access code. Send /cancel to stop.",
+        "code_activated": "Code accepted: {plan}, {days} days. Your access is being set up; we will tell you when "
+        "it is ready.",
+        "code_not_found": "That code is not valid. Check it and send it again, or /cancel.",
+        "code_expired": "That code has expired.",
+        "code_too_many": "Too many wrong codes. Please try again in ten minutes.",
+        "code_used": "That code has been used up.",
+        "code_already_activated": "You have activated this code already.",
+        "activation_refused": "That can't be activated. Send /start for the menu.",
+        "trial_activated": "Your free trial is on: {plan}, {days} days. Your access is being set up; we will tell "
+        "you when it is ready.",
+        "trial_none": "There is no free trial at the moment.",
+        "trial_used": "You have had your free trial already.",
         "channel_required": "Purchases are open to members of our channel {channel}. Join it, then press Buy again.",
         "channel_required_unnamed": "Purchases are open to members of our channel. Join it, then press Buy again.",
         "support_prompt": "Write your question in one message (at most {limit} characters); a photo with a caption "
@@ -168,6 +183,20 @@ CATALOG["en"].update(
 CATALOG["ru"].update(
     {
         "button_support": "Поддержка",
+        "button_code": "Подарок или код",
+        "button_trial": "Пробный период",
+        "code_prompt": "Отправьте код подарочной карты или код доступа. Отправьте /cancel, чтобы передумать.",
+        "code_activated": "Код принят: {plan}, {days} дн. Доступ подключается; мы сообщим, когда он будет готов.",
+        "code_not_found": "Этот код недействителен. Проверьте и отправьте ещё раз или /cancel.",
+        "code_expired": "Срок действия кода истёк.",
+        "code_too_many": "Слишком много неверных кодов. Попробуйте снова через десять минут.",
+        "code_used": "Этот код уже использован.",
+        "code_already_activated": "Вы уже активировали этот код.",
+        "activation_refused": "Это нельзя активировать. Отправьте /start, чтобы открыть меню.",
+        "trial_activated": "Пробный период включён: {plan}, {days} дн. Доступ подключается; мы сообщим, когда он "
+        "будет готов.",
+        "trial_none": "Сейчас пробного периода нет.",
+        "trial_used": "Вы уже пользовались пробным периодом.",
         "channel_required": "Покупки доступны подписчикам нашего канала {channel}. Подпишитесь и нажмите «Купить» "
         "ещё раз.",
         "channel_required_unnamed": "Покупки доступны подписчикам нашего канала. Подпишитесь и нажмите «Купить» "

@@ -11,8 +11,10 @@ without its period, nor a period given without the use recorded.
 - An access code has a maximum number of activations (`activation_count`
   cannot pass `max_activations`, a CHECK) and one activation per customer
   (UNIQUE (code, customer)); an inactive or expired code activates nothing.
-- A trial is ordered through checkout (`trial` kind, settled `trial`): the
-  `trial_activations` row, unique per customer, refuses a second one.
+- A trial is ordered through checkout (`trial` kind, settled `trial`), or
+  taken from the bot (`activate_trial`: the active trial plan's free order,
+  settled at once): the `trial_activations` row, unique per customer,
+  refuses a second one.
 
 A code that matches nothing and a code that is used up are both told apart
 only as far as the customer needs (`invalid_code`, `code_expired`,
@@ -23,8 +25,8 @@ logged or echoed: only its SHA-256 is looked up (commerce/codes.py).
 from dataclasses import dataclass
 
 from commerce.codes import code_hash
-from commerce.orders import CUSTOMER_BLOCKED, CUSTOMER_NOT_FOUND
-from commerce.settlement import settle_order
+from commerce.orders import CUSTOMER_BLOCKED, CUSTOMER_NOT_FOUND, TRIAL_ALREADY_USED, OrderRejected, create_order
+from commerce.settlement import SettlementRejected, settle_order
 from models.base import db, utcnow
 from models.catalogue import AccessCode, AccessCodeActivation, GiftCard
 from models.commerce import Customer, Order, Plan
@@ -34,6 +36,8 @@ INVALID_CODE = "invalid_code"
 CODE_EXPIRED = "code_expired"
 CODE_USED_UP = "code_used_up"
 CODE_ALREADY_USED = "code_already_used"
+NO_TRIAL = "no_trial"
+TRIAL_USED = TRIAL_ALREADY_USED
 
 
 class ActivationRejected(ValueError):
@@ -120,3 +124,23 @@ def _free_period(customer, plan_id, kind, now):
 def _currency_of(plan_id):
     """A free order still names a currency (orders need one): the plan's own."""
     return Plan.get_by_id(plan_id).currency
+
+
+def trial_plan():
+    """The plan a trial gives: the first active one flagged `trial`, or None when no trial is offered."""
+    return Plan.select().where(Plan.trial == True, Plan.active == True).order_by(Plan.id).first()  # noqa: E712
+
+
+def activate_trial(customer_id):
+    """The customer's one trial: a free `trial` order of the trial plan, settled `trial` (create_order refuses a
+    second trial, and settlement's unique `trial_activations` row stands behind it)."""
+    plan = trial_plan()
+    if plan is None:
+        raise ActivationRejected(NO_TRIAL, "no trial is offered")
+    with db.atomic():
+        try:
+            order = create_order(customer_id, "trial", _currency_of(plan.id), plan_id=plan.id)
+            settled = settle_order(order.id, "trial")
+        except (OrderRejected, SettlementRejected) as rejected:
+            raise ActivationRejected(rejected.code, str(rejected)) from None
+    return Activation(settled.order_id, settled.entitlement_id, settled.operation_id)

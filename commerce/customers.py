@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from peewee import IntegrityError
 
-from models.base import db
+from models.base import db, utcnow
 from models.commerce import Customer
 
 MAX_NAME_LENGTH = 128
@@ -64,6 +64,15 @@ def customer_for_telegram(identity, language, known=None):
     if changes:
         Customer.update(**changes).where(Customer.id == customer.id).execute()
     return customer, False
+
+
+def mark_unreachable(customer_id):
+    """Telegram answered 403 for this customer's chat (they blocked the bot): campaigns leave them out until
+    they write to the bot again (customer_for_telegram clears the mark). Its own transaction."""
+    with db.atomic():
+        Customer.update(telegram_unreachable_at=utcnow()).where(
+            Customer.id == customer_id, Customer.telegram_unreachable_at.is_null()
+        ).execute()
 
 
 def set_language(customer, language):

@@ -6,7 +6,7 @@ which is `applier.current` while the update is applied.
 """
 
 from bot import membership
-from bot.handlers import buy, fallback, menu, start, support
+from bot.handlers import buy, codes, fallback, menu, start, support
 
 
 def register(bot, applier, settings=None):
@@ -20,6 +20,7 @@ def register(bot, applier, settings=None):
     fallback.register_guards(bot, context)  # before any flow: a message too long is refused unread
     start.register(bot, context)
     support.register(bot, context, files)
+    codes.register(bot, context)
     buy.register(bot, context)  # before fallback: its payments and pre-checkout queries
     menu.register(bot, context)
     fallback.register(bot, context)  # last: what no flow took

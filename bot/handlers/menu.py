@@ -1,8 +1,8 @@
 """The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions,
-support) or answered here."""
+support, codes and the trial) or answered here."""
 
 from bot import keyboards
-from bot.handlers import buy, subscriptions, support
+from bot.handlers import buy, codes, subscriptions, support
 from commerce import customers
 
 BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY)
@@ -29,6 +29,10 @@ def on_press(query, context):
         context.edit(chat, message_id, context.text("language_prompt"), keyboards.language_menu(context.language))
     elif press.action == keyboards.SUPPORT:
         support.ask(context, chat, message_id)
+    elif press.action == keyboards.CODE:
+        codes.ask(context, chat, message_id)
+    elif press.action == keyboards.TRIAL:
+        codes.trial(context, chat, message_id)
     elif press.action == keyboards.LANGUAGE:
         customers.set_language(context.customer, press.argument)
         context.language = press.argument

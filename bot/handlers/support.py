@@ -1,8 +1,9 @@
 """Support from the bot: the Support button (or /support) asks for one message; the next text or photo the
 customer sends becomes a message of their ticket (ops/support.py). /cancel stops waiting.
 
-The waiting is the chat's `bot_sessions` state (`{"awaiting": "support"}`,
-24 h), written in the press's update transaction. A photo is fetched with
+The waiting is the chat's `bot_sessions` state (bot/sessions.py,
+`{"awaiting": "support"}`, 24 h), written in the press's update transaction;
+/cancel stops any waiting (a code's too). A photo is fetched with
 getFile only when Telegram's stated size is within the cap, and checked
 again once fetched; one over the cap, or any photo while no attachment
 directory is configured, is refused with a plain answer and nothing is
@@ -10,16 +11,12 @@ written (bot/updates.py rolls the update back), so the customer can try
 again with a smaller one. A photo's caption is its message's text.
 """
 
-import json
 from dataclasses import dataclass
 
-from bot import keyboards
+from bot import keyboards, sessions
 from integrations import telegram
-from models.base import utcnow
-from models.bot import SESSION_TTL, BotSession
 from ops import support
 
-AWAITING = "awaiting"
 SUPPORT = "support"
 DEFAULT_MAX_BYTES = 5 << 20
 PHOTO_CONTENT_TYPE = "image/jpeg"  # Telegram re-encodes every photo as JPEG
@@ -31,37 +28,11 @@ class SupportFiles:
     max_bytes: int = DEFAULT_MAX_BYTES
 
 
-def _state(chat_id):
-    session = BotSession.get_or_none(BotSession.chat_id == chat_id)
-    if session is None or session.expires_at <= utcnow():
-        return {}
-    try:
-        state = json.loads(session.state or "{}")
-    except ValueError:
-        return {}
-    return state if isinstance(state, dict) else {}
-
-
-def _set_state(chat_id, customer_id, state):
-    now = utcnow()
-    values = {"state": json.dumps(state, sort_keys=True), "updated_at": now, "expires_at": now + SESSION_TTL}
-    if BotSession.update(customer=customer_id, **values).where(BotSession.chat_id == chat_id).execute() == 0:
-        BotSession.create(chat_id=chat_id, customer=customer_id, **values)
-
-
-def awaiting_support(message):
-    if message.chat.type != "private" or (message.text or "").startswith("/"):
-        return False
-    return _state(message.chat.id).get(AWAITING) == SUPPORT
-
-
 def ask(context, chat_id, message_id=None):
     """Wait for the customer's support message in this chat."""
     if context.customer is None:
         raise context.refusal("press_start")
-    state = _state(chat_id)
-    state[AWAITING] = SUPPORT
-    _set_state(chat_id, context.customer.id, state)
+    sessions.await_answer(chat_id, context.customer.id, SUPPORT)
     prompt = context.text("support_prompt", limit=support.MAX_TEXT_LENGTH)
     if message_id is None:
         context.send(chat_id, prompt, keyboards.back(context.language))
@@ -74,9 +45,8 @@ def on_support_command(message, context):
 
 
 def on_cancel(message, context):
-    state = _state(message.chat.id)
-    if state.pop(AWAITING, None) is not None and context.customer is not None:
-        _set_state(message.chat.id, context.customer.id, state)
+    if context.customer is not None:
+        sessions.stop_awaiting(message.chat.id, context.customer.id)
     context.send(message.chat.id, context.text("support_cancelled"), keyboards.main_menu(context.language))
 
 
@@ -112,9 +82,7 @@ def on_support_message(bot, message, context, files):
         ticket, _ = support.customer_writes(context.customer.id, message.chat.id, text or "", attachments)
     except support.SupportRejected:
         raise context.refusal("support_empty") from None
-    state = _state(message.chat.id)
-    state.pop(AWAITING, None)
-    _set_state(message.chat.id, context.customer.id, state)
+    sessions.stop_awaiting(message.chat.id, context.customer.id)
     context.send(message.chat.id, context.text("support_received", ticket=ticket.id), keyboards.back(context.language))
 
 
@@ -123,6 +91,6 @@ def register(bot, context, files):
         lambda message: on_support_command(message, context())
     )
     bot.message_handler(commands=["cancel"], chat_types=["private"])(lambda message: on_cancel(message, context()))
-    bot.message_handler(func=awaiting_support, content_types=["text", "photo"])(
+    bot.message_handler(func=sessions.awaits(SUPPORT), content_types=["text", "photo"])(
         lambda message: on_support_message(bot, message, context(), files)
     )

@@ -181,3 +181,32 @@ def test_the_token_bucket_spaces_takes_at_its_rate():
         assert bucket.take()
     elapsed = time.monotonic() - started
     assert 0.45 <= elapsed <= 0.6  # 25 intervals of 20 ms after the first token
+
+
+def test_an_announcement_goes_out_before_a_campaign_queued_earlier(database, telebot, fake_telegram, monkeypatch):
+    from bot import campaigns as delivery
+
+    monkeypatch.setattr(delivery, "BATCH", 5)
+    customers(20)
+    sale = campaign("campaign")
+    news = create_campaign("announcement", "Maintenance tonight at 02:00 UTC.", "alice", "maintenance")
+    loop = CampaignDelivery(telebot, threading.Event(), 1000, idle_s=0.05)
+    loop.tick()  # one batch of each kind, the announcement's taken first
+    assert progress(news.id)["sent"] == 5 and progress(sale.id)["sent"] == 5
+    run_until(loop, lambda: all_settled(sale.id)() and all_settled(news.id)())
+    assert progress(news.id)["sent"] == progress(sale.id)["sent"] == 20
+
+
+def test_a_customer_who_blocked_the_bot_is_reachable_again_after_start(database, telebot, fake_telegram):
+    from tests.support.botruns import InProcessBot
+
+    chats = customers(2)
+    fake_telegram.block(chats[0])
+    first = campaign()
+    run_until(CampaignDelivery(telebot, threading.Event(), 1000, idle_s=0.05), all_settled(first.id))
+    assert campaign().recipients == 1  # the unreachable one is left out
+    fake_telegram.block(chats[0], blocked=False)
+    fake_telegram.send_message({"id": chats[0], "first_name": "user 0"}, "/start")
+    InProcessBot(telebot, fake_telegram).drain()
+    assert Customer.get(Customer.telegram_id == chats[0]).telegram_unreachable_at is None
+    assert campaign().recipients == 2

@@ -118,7 +118,7 @@ def test_a_customer_who_blocked_the_bot_gets_the_notice_failed_and_never_retried
     (notice,) = notices()
     assert (notice.status, notice.failure_code) == ("failed", "forbidden")
     assert fake_telegram.stats()["calls"]["sendMessage"] == 1
-    assert Customer.get_by_id(buyer.id).telegram_unreachable_at is not None
+    assert Customer.get_by_id(buyer.id).telegram_unreachable_at is not None  # campaigns leave them out
 
 
 def test_a_429_waits_its_retry_after_and_the_notice_is_sent_once_after(loop, buyer, fake_telegram):
