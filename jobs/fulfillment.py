@@ -24,6 +24,7 @@ the next run (the queue's retry, or the revive pass) takes it over.
 import datetime
 import json
 import logging
+import threading
 from dataclasses import dataclass, field, replace
 
 from fulfillment import rules
@@ -44,6 +45,16 @@ REMOTE_STATUS = {"ACTIVE": "active", "LIMITED": "limited", "DISABLED": "disabled
 USERNAME_EXISTS = "A019"
 EXPIRY_TOLERANCE = datetime.timedelta(seconds=1)
 
+# Claim and record transactions one worker process runs at once. Its 16
+# critical threads would otherwise run up to 16 SERIALIZABLE transactions on
+# neighbouring operations together, and PostgreSQL refuses to serialize most
+# of them once the machine is busy: at load 10 on 2 cores, 16 at once cost
+# ~5 serialization retries per operation (37 ops/s), 8 ~5, 4 ~2, 2 ~0.3, and
+# every retry is more round trips and GIL hand-offs for all threads (4 slots:
+# 75-93 ops/s, 2: 64-79). Four keep the database busy on a quiet machine
+# (a claim or record is about 2 ms there) while the others wait for the panel.
+TRANSACTION_SLOTS = 4
+_transaction_slots = threading.BoundedSemaphore(TRANSACTION_SLOTS)
 _panel = None
 
 
@@ -140,11 +151,11 @@ class RemoteUserMissing(Exception):
     backoff=rules.backoff_seconds,
 )
 def fulfillment(operationId):
-    decision = retry_serializable(lambda: claim(operationId))
+    decision = _in_slot(lambda: claim(operationId))
     if isinstance(decision, Claim):
         outcome = call(decision)
         try:
-            decision = retry_serializable(lambda: record(decision, outcome))
+            decision = _in_slot(lambda: record(decision, outcome))
         except Exception:
             give_back_lease(decision)
             raise
@@ -154,6 +165,11 @@ def fulfillment(operationId):
         raise FulfillmentRetry(decision.code)
     if isinstance(decision, Cancel):
         raise JobCancel(decision.code)
+
+
+def _in_slot(fn):
+    """Run a claim or record in one of the process's transaction slots (retried as ever)."""
+    return retry_serializable(fn, gate=_transaction_slots)
 
 
 # -- 1. claim ----------------------------------------------------------------------------

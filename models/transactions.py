@@ -105,10 +105,15 @@ def _is_retryable(error):
     return isinstance(error, OperationalError) and "database is locked" in str(error)
 
 
-def retry_serializable(fn, retries=SERIALIZATION_RETRIES):
+def retry_serializable(fn, retries=SERIALIZATION_RETRIES, gate=None):
+    """fn() in a serializable transaction, run again while the database refuses to serialize it.
+
+    `gate` (a semaphore) is held from before BEGIN to after COMMIT of each
+    attempt, not across the backoff, so it bounds how many such transactions
+    run at once."""
     for attempt in range(retries + 1):
         try:
-            with serializable():
+            with gate or contextlib.nullcontext(), serializable():
                 return fn()
         except Exception as error:
             if not _is_retryable(error) or attempt == retries:

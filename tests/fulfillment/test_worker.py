@@ -725,3 +725,49 @@ def test_recording_a_success_updates_the_entitlement_in_place(panel):
         connection.rollback()
     finally:
         connection.close()
+
+
+# -- one process's transactions ---------------------------------------------------------------
+
+
+def test_a_process_runs_at_most_its_transaction_slots_of_claims_and_records_at_once(panel, backend, monkeypatch):
+    """16 runs at once (the critical queue's threads) never hold more than
+    TRANSACTION_SLOTS claim or record transactions open together, and every
+    one of them still fulfils its order. (SQLite's write lock already lets
+    only one in at a time.)"""
+    import threading
+    import time
+
+    settlements = [settle() for _ in range(16)]
+    lock = threading.Lock()
+    open_now = [0]
+    most = [0]
+
+    def counted(step):
+        def run(*args):
+            with lock:
+                open_now[0] += 1
+                most[0] = max(most[0], open_now[0])
+            try:
+                time.sleep(0.02)  # long enough for the other threads to pile up behind the slots
+                return step(*args)
+            finally:
+                with lock:
+                    open_now[0] -= 1
+
+        return run
+
+    monkeypatch.setattr(worker, "claim", counted(worker.claim))
+    monkeypatch.setattr(worker, "record", counted(worker.record))
+    threads = [
+        threading.Thread(target=worker.fulfillment.call_local, kwargs={"operationId": s.operation_id})
+        for s in settlements
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    db.close()
+    assert most[0] == (worker.TRANSACTION_SLOTS if backend == "postgres" else 1)
+    assert all(op(s.operation_id).status == "succeeded" for s in settlements)
+    assert all(Order.get_by_id(s.order_id).status == "fulfilled" for s in settlements)
