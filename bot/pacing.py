@@ -1,8 +1,12 @@
 """A token bucket shared by the threads that send: at most `rate` sends per second, evenly spaced.
 
-The capacity is one token by default, so sends are spread 1/rate apart
+The capacity is two tokens by default, so sends are spread 1/rate apart
 rather than bunched at the start of each second: Telegram counts messages
-per second, and a burst of 25 in 50 ms is what draws its 429s. `pause(s)`
+per second, and a burst of 25 in 50 ms is what draws its 429s. The second
+token is the slack for a sender that wakes late (a loaded machine oversleeps
+every wait by a few milliseconds): with room for one token only, each late
+wake-up would be time lost for good and the rate would fall below the
+setting; with two, the next send catches it up. `pause(s)`
 (a 429's retry_after) holds every taker until it has passed and leaves the
 bucket empty, so the time waited is not spent as a burst the moment it ends.
 """
@@ -12,7 +16,7 @@ import time
 
 
 class TokenBucket:
-    def __init__(self, rate, capacity=1.0, clock=time.monotonic):
+    def __init__(self, rate, capacity=2.0, clock=time.monotonic):
         if rate <= 0:
             raise ValueError("rate must be positive")
         self.rate = float(rate)

@@ -28,7 +28,7 @@ NOT_PROVISIONED = "not_provisioned"  # its entitlement's create ended without pr
 
 NOTICE_FULFILLMENT_FAILURE = "fulfillment_failure"
 NOTICE_ORDER_PAID = "order_paid"
-CUSTOMER_NOTICE_ACCESS_READY = "access_ready"  # to the customer, by the bot: their create succeeded
+NOTICE_CUSTOMER_ACCESS_READY = "access_ready"  # to the customer, by the bot: their create succeeded
 
 
 def backoff_seconds(attempt):

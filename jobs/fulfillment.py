@@ -709,7 +709,7 @@ def _access_ready(claim, now):
         "INSERT INTO customer_notices (customer_id, kind, dedupe_key, payload, created_at)"
         " SELECT customer_id, %s, %s, %s, %s FROM subscriptions WHERE id = %s"
         " ON CONFLICT (kind, dedupe_key) DO NOTHING",
-        (rules.CUSTOMER_NOTICE_ACCESS_READY, f"entitlement:{claim.entitlement_id}", payload, now,
+        (rules.NOTICE_CUSTOMER_ACCESS_READY, f"entitlement:{claim.entitlement_id}", payload, now,
          claim.subscription_id),
     )
 

@@ -177,10 +177,10 @@ def test_bad_campaigns_are_refused_and_write_nothing(database):
 def test_the_token_bucket_spaces_takes_at_its_rate():
     bucket = TokenBucket(50)
     started = time.monotonic()
-    for _ in range(26):
+    for _ in range(52):
         assert bucket.take()
     elapsed = time.monotonic() - started
-    assert 0.45 <= elapsed <= 0.6  # 25 intervals of 20 ms after the first token
+    assert 0.9 <= elapsed <= 1.1  # 50 intervals of 20 ms after the two tokens it starts with
 
 
 def test_an_announcement_goes_out_before_a_campaign_queued_earlier(database, telebot, fake_telegram, monkeypatch):
@@ -210,3 +210,14 @@ def test_a_customer_who_blocked_the_bot_is_reachable_again_after_start(database,
     InProcessBot(telebot, fake_telegram).drain()
     assert Customer.get(Customer.telegram_id == chats[0]).telegram_unreachable_at is None
     assert campaign().recipients == 2
+
+
+def test_a_sender_that_wakes_late_catches_the_lost_time_up_on_its_next_take():
+    now = [0.0]
+    bucket = TokenBucket(10, clock=lambda: now[0])
+    assert bucket.take() and bucket.take()  # the two it starts with
+    now[0] = 0.15  # woke 50 ms after its token was due at 0.1
+    assert bucket.take()
+    now[0] = 0.2  # the next token's time: late by nothing, though the last take was
+    assert bucket._wait_needed() == 0
+    assert bucket._wait_needed() > 0  # and no more than the rate allows
