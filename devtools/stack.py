@@ -18,8 +18,8 @@ from commerce.catalogue import set_plan_price
 from commerce.orders import create_order
 from commerce.settlement import settle_order
 from devtools.demo import monthly_plan
-from models.base import db, utcnow
-from models.commerce import Customer, Order, Plan
+from models.base import db
+from models.commerce import Customer, Plan
 from models.fulfillment import FulfillmentOperation
 from models.operators import Operator
 from models.payments import PaymentIntent

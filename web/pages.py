@@ -40,7 +40,7 @@ from models.fulfillment import (
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance, operators, outbox
 from web import local_time, panel
-from web.answers import iso, plain_digits
+from web.answers import plain_digits
 from web.explanations import explained
 from web.problems import Problem
 from web.references import linked
