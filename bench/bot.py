@@ -77,7 +77,8 @@ def start_system(name, fake, database_url, log_dir, panel_url=None):
         command = [sys.executable, "-m", "bench.systems.echo_bot", fake.base_url, fake.token]
         env = dict(os.environ)
     else:
-        command = [sys.executable, "omniflow.py", "bot"] if name == "omniflow" else ["huey_consumer", "omniflow.huey"]
+        huey_consumer = str(Path(sys.executable).parent / "huey_consumer")  # the virtualenv's console script
+        command = [sys.executable, "omniflow.py", "bot"] if name == "omniflow" else [huey_consumer, "omniflow.huey"]
         env = {key: value for key, value in os.environ.items() if not key.startswith("APP_")}
         env.update(
             DATABASE_URL=database_url,
@@ -85,8 +86,6 @@ def start_system(name, fake, database_url, log_dir, panel_url=None):
             APP_TELEGRAM_BOT_TOKEN=fake.token,
             LOG_LEVEL="WARNING",
         )
-        if name == "worker":
-            env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
         if panel_url:
             env.update(APP_REMNAWAVE_URL=panel_url, APP_REMNAWAVE_TOKEN=PANEL_TOKEN)
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -253,7 +252,6 @@ def main(argv=None):
         "--pg", default=os.environ.get("BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     )
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     log_dir = Path(os.environ.get("BENCH_LOG_DIR", "/tmp/omniflow-bench-bot"))
     log_dir.mkdir(parents=True, exist_ok=True)
     result = run(args.pg, args.chats, args.updates, args.rounds, log_dir, args.purchases, args.rate)
