@@ -1,7 +1,7 @@
 """SPEC 4.4 and 13.14 in a real browser: headless Chromium (Debian's, driven by
 Playwright) signs in, opens System → Operations, retries a failed operation with a
 reason and sees it move to pending; finds a customer, opens their page, follows an
-order to its operation and back, and refunds part of it. Screenshots go to
+order to its operation and back, refunds part of it and the rest to the wallet. Screenshots go to
 tests/artifacts/."""
 
 import shutil
@@ -126,7 +126,9 @@ def test_with_app_cookie_secure_false_sign_in_works_over_plain_http_from_another
 
 def test_an_operator_finds_a_customer_follows_an_order_to_its_operation_and_refunds_part_of_it(web, browser):
     from models.commerce import Order
+    from models.payments import Refund
     from tests.support import sales
+    from web import backoffice
 
     api.operator("alice", api.EVERYTHING)
     buyer = sales.customer("Alice Shopper", "alice_shop")
@@ -163,3 +165,16 @@ def test_an_operator_finds_a_customer_follows_an_order_to_its_operation_and_refu
     assert (refunded.status, refunded.refunded_amount_minor) == ("partially_refunded", 150)
     audit = AuditEvent.get(AuditEvent.action == "panel.order.refunded")
     assert (audit.actor, audit.reason) == ("operator:alice", "one day of outage")
+
+    # The rest of it to the customer's wallet instead of back to the card.
+    form = page.locator("#refund")
+    form.locator("select[name=to]").select_option("wallet")
+    form.locator("input[name=reason]").fill("customer asked for wallet credit")
+    with page.expect_navigation():
+        form.locator("button", has_text="Refund").click()
+    assert page.locator("#order-status").inner_text() == "refunded"
+    assert "wallet (yookassa)" in page.locator("#refunds").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "order-after-refund-to-wallet.png"), full_page=True)
+    refunds = Refund.select().where(Refund.order == order.id).order_by(Refund.id)
+    assert [(r.destination, r.amount_minor) for r in refunds] == [("provider", 150), ("wallet", 29750)]
+    assert backoffice.wallet_balances(buyer) == {"RUB": 29750}

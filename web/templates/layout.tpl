@@ -87,13 +87,21 @@
     const reason = form.querySelector("input[name=reason]").value.trim();
     const button = event.submitter || form.querySelector("button");
     const headers = { "X-Operator-Reason": reason };
-    let body = button.dataset.body;
+    let values = button.dataset.body ? JSON.parse(button.dataset.body) : null;
     const amount = form.querySelector("input[name=amount]");
     if (amount && amount.value.trim()) {
       const minor = toMinor(amount.value.trim(), Number(form.dataset.places));
       if (minor === null) { form.querySelector(".error").textContent = "not an amount in this currency"; return; }
-      body = JSON.stringify({ amountMinor: minor });
+      values = { ...values, amountMinor: minor };
     }
+    // Other fields go into the body under their data-field name; an empty one is left out, so the API's
+    // default applies (a refund back where it was paid, a campaign to every reachable customer).
+    form.querySelectorAll("[data-field]").forEach((field) => {
+      if (!field.value.trim()) return;
+      const value = "list" in field.dataset ? field.value.split(/[\s,]+/).filter(Boolean) : field.value;
+      values = { ...values, [field.dataset.field]: value };
+    });
+    const body = values ? JSON.stringify(values) : undefined;
     if (body) headers["Content-Type"] = "application/json";
     const answer = await fetch(button.dataset.action, { method: "POST", headers, body: body || undefined });
     if (answer.ok) { location.reload(); return; }
