@@ -68,6 +68,8 @@ def show(name, operator, **values):
         payment_page=references.payment_page,
         operation_page=references.operation_page,
         subscription_action=references.subscription_action,
+        campaign_page=references.campaign_page,
+        ticket_page=references.ticket_page,
         **values,
     )
 
