@@ -180,3 +180,12 @@ def test_a_hostile_id_is_a_plain_4xx_page(web, path):
     answer = page(web, path, api.session_of(web))
     assert answer.status_code in (400, 404), path
     assert answer.headers["Content-Type"].startswith("text/html") and "Traceback" not in answer.text
+
+
+def test_a_customers_page_links_their_tickets_for_who_may_read_support(web, outreach):
+    path = f"/panel/customers/{outreach['reached'].id}"
+    text = page(web, path, api.session_of(web)).text
+    assert f'<tr data-ticket="{outreach["ticket"].id}">' in text
+    assert f'href="/panel/support/tickets/{outreach["ticket"].id}"' in text
+    without = page(web, path, api.session_of(web, "bob", ["subscriptions.read"])).text
+    assert 'data-ticket="' not in without and "need the support.read permission" in without
