@@ -10,6 +10,9 @@ into words at delivery: `planId` → the plan's name, `periodEnd` → the end,
 and a text with a `{link}` gets the subscription's link read from the panel
 (never stored in the notice: SPEC 13.13) and is sent as a QR code image
 (sendPhoto) with the text as its caption — one message, so one acceptance.
+A text with a `{code}` (a bought gift card's, `gift_code`) gets the notice's
+sealed `secret`, which is erased in the transaction that marks the notice
+sent or failed: the code is shown once and then kept nowhere (migration 0025).
 
 A notice is marked `sent` in its own transaction only after Telegram
 accepted it, and only from `pending`, so a success is never sent again; a
@@ -21,7 +24,10 @@ time, nothing else can. Otherwise:
   write to the bot again);
 - another 4xx: `failed`, `rejected` (the message will never be taken);
 - a kind without a text, or a customer without a chat: `failed`
-  (`unknown_kind`, `no_chat`, `no_subscription`), logged as an error: visible, not silent;
+  (`unknown_kind`, `no_chat`, `no_subscription`, `no_code`), logged as an error: visible, not silent;
+- a secret this process cannot unseal (APP_DATA_ENCRYPTION_KEY missing or
+  without the key that sealed it): the notice waits, logged once, so fixing
+  the configuration still delivers the code;
 - 429: the tick stops and the loop waits Telegram's `retry_after`;
 - 5xx, timeouts: the tick stops, the next one retries;
 - the panel not answering for a link: that notice waits for a later tick.
@@ -38,6 +44,7 @@ from models.base import db, utcnow
 from models.commerce import Customer, Plan, Subscription
 from models.fulfillment import Entitlement
 from models.ops import CustomerNotice
+from ops import sealing
 
 logger = logging.getLogger("omniflow.bot.customer_notices")
 
@@ -52,6 +59,7 @@ REJECTED = "rejected"
 UNKNOWN_KIND = "unknown_kind"
 NO_CHAT = "no_chat"
 NO_SUBSCRIPTION = "no_subscription"
+NO_CODE = "no_code"  # a gift code notice without its code (it could not be sealed when the card was bought)
 
 
 class Undeliverable(Exception):
@@ -112,6 +120,13 @@ class CustomerNoticeLoop:
                         "customer notice waits for the panel", extra={"task": notice.kind, "error": str(unavailable)}
                     )
                 continue
+            except (sealing.UnsealError, sealing.SealingUnavailable) as unsealable:
+                if notice.id not in self._waiting:
+                    self._waiting.add(notice.id)
+                    logger.error(  # names the column and row, never the value
+                        "customer notice waits for its data key", extra={"task": notice.kind, "error": str(unsealable)}
+                    )
+                continue
             self._waiting.discard(notice.id)
             try:
                 message.send(self.bot)
@@ -137,7 +152,7 @@ class CustomerNoticeLoop:
     def _mark(self, notice, status, failure_code=None):
         now = utcnow()
         CustomerNotice.update(
-            status=status, sent_at=now if status == "sent" else None, failure_code=failure_code
+            status=status, sent_at=now if status == "sent" else None, failure_code=failure_code, secret=None
         ).where(CustomerNotice.id == notice.id, CustomerNotice.status == "pending").execute()
 
 
@@ -173,6 +188,10 @@ def render(notice):
     if "{link}" in template:
         link = _link(payload)
         values["link"] = link
+    if "{code}" in template:
+        if notice.secret is None:
+            raise Undeliverable(NO_CODE)
+        values["code"] = notice.secret
     return Message(customer.telegram_id, texts.text(language, text_key(notice.kind), **values), link)
 
 

@@ -178,6 +178,8 @@ CATALOG["en"].update(
         "notice_expiring_3d": "Your {plan} access ends in 3 days, on {ends} UTC. Renew it from the menu to keep it.",
         "notice_expiring_1d": "Your {plan} access ends tomorrow, on {ends} UTC. Renew it from the menu to keep it.",
         "notice_expired": "Your {plan} access ended on {ends} UTC. Buy a new period from the menu to get it back.",
+        "notice_gift_code": "Your gift card for {plan}: {code}\nWhoever activates it (menu → Gift or code) before "
+        "{ends} UTC gets {plan}. This code is shown only this once: keep this message.",
     }
 )
 CATALOG["ru"].update(
@@ -214,6 +216,8 @@ CATALOG["ru"].update(
         "notice_expiring_3d": "Ваш доступ «{plan}» закончится через 3 дня, {ends} UTC. Продлите его в меню.",
         "notice_expiring_1d": "Ваш доступ «{plan}» закончится завтра, {ends} UTC. Продлите его в меню.",
         "notice_expired": "Ваш доступ «{plan}» закончился {ends} UTC. Купите новый период в меню, чтобы вернуть его.",
+        "notice_gift_code": "Ваша подарочная карта «{plan}»: {code}\nТот, кто активирует её (меню → «Подарок или "
+        "код») до {ends} UTC, получит «{plan}». Код показан только сейчас: сохраните это сообщение.",
     }
 )
 
@@ -226,6 +230,7 @@ TOPIC_OF_KIND = {
     "stars_payment_unmatched": "payments",
     "refund_manual": "payments",
     "refund_failed": "payments",
+    "gift_code_undelivered": "payments",
     "fulfillment_failure": "fulfillment",
 }
 DEFAULT_TOPIC = "operations"
@@ -247,6 +252,10 @@ NOTICE_TEXTS = {
     "refund_failed": (
         "Refund {refundId} of order {orderId} ({amountMinor} {currency} at {provider}) failed: {errorCode}."
         " Pay it back by hand or refund it to the wallet."
+    ),
+    "gift_code_undelivered": (
+        "Gift card {giftCardId} bought by order {orderId} was issued, but its code could not be kept for the buyer"
+        " (APP_DATA_ENCRYPTION_KEY is not set). Revoke the card and issue the buyer another."
     ),
     "fulfillment_failure": (
         "Fulfillment {operation} for entitlement {entitlementId} is {status}: {errorCode}. See System → Jobs."

@@ -22,6 +22,15 @@ an idempotence key for 24 hours, longer than the 12 attempts' backoff);
 a refusal, a cancellation or the last attempt spent → `failed` with its
 code and one `refund_failed` operator notice: the ledger has booked the
 refund, so an operator pays it back by hand or refunds it to the wallet.
+
+YooKassa also notifies a refund that succeeded (`refund.succeeded`). The
+webhook intake (commerce/webhooks.py) does not trust it as such: it fetches
+the refund from the API and `apply_notified_refund` records what the API
+says exactly as the poll would, under the same row lock, so a refund whose
+job died after YooKassa accepted it (or whose answer was lost) is finished
+by the notification, and the job, when it runs, finds it done. A row
+already finished, a replayed notification, a refund that is not ours:
+nothing changes.
 """
 
 import datetime
@@ -45,6 +54,13 @@ REFUND_CANCELED = "refund_canceled"  # the provider canceled the refund it had a
 REFUND_NOT_SETTLED = "refund_not_settled"  # still processing at the provider after PROCESSING_LIMIT
 PROCESSING_POLL_S = 60
 PROCESSING_LIMIT = datetime.timedelta(days=30)
+OPEN_STATES = ("pending", "processing")
+
+# Outcomes of a refund notification, kept on its provider_webhook_events row.
+NOTIFIED_RECORDED = "refund_recorded"  # the notification finished the refund (succeeded, or failed if canceled)
+NOTIFIED_PROCESSING = "refund_processing"  # the provider still works on it: the job keeps polling
+NOTIFIED_ALREADY_RECORDED = "refund_already_recorded"  # the job (or an earlier notification) had finished it
+NOTIFIED_UNMATCHED = "refund_unmatched"  # no refund of ours (one made at the provider's dashboard, say)
 
 
 class RefundRetry(Exception):
@@ -58,7 +74,7 @@ class RefundRetry(Exception):
 @huey.job(JOB_KIND, max_attempts=ATTEMPTS, unique_states=UNIQUE_WHILE_ACTIVE)
 def provider_refund(refundId):
     refund = Refund.get_or_none(Refund.id == refundId)
-    if refund is None or refund.status not in ("pending", "processing"):
+    if refund is None or refund.status not in OPEN_STATES:
         return None if refund is None else refund.status
     try:
         answer = _call(refund) if refund.status == "pending" else _ask(refund)
@@ -66,15 +82,60 @@ def provider_refund(refundId):
         return _failed_or_retry(refund, missing.code, transient=True)
     except ProviderError as error:
         return _failed_or_retry(refund, error.code, transient=error.transient)
+    status = _apply(refund, answer)
+    if status == "processing":
+        raise JobSnooze(PROCESSING_POLL_S)
+    return status
+
+
+def _apply(refund, answer):
+    """What the provider says of a refund, recorded; returns the row's status after (another run's if it won)."""
     if answer.status == STATUS_CANCELED:
         return _failed(refund, REFUND_CANCELED)
     if answer.status == STATUS_SUCCEEDED:
         return _record(refund, "succeeded", provider_refund_id=answer.refund_id, last_error_code=None)
     if utcnow() - refund.created_at > PROCESSING_LIMIT:
         return _failed(refund, REFUND_NOT_SETTLED)
-    if _record(refund, "processing", provider_refund_id=answer.refund_id, last_error_code=None) == "processing":
-        raise JobSnooze(PROCESSING_POLL_S)
-    return Refund.get_by_id(refund.id).status
+    return _record(refund, "processing", provider_refund_id=answer.refund_id, last_error_code=None)
+
+
+def apply_notified_refund(answer):
+    """A refund the provider notified us of (YooKassa's `refund.succeeded`), `answer` being the refund as its
+    API holds it (commerce/webhooks.py fetches it: a notification is only a hint): its row finished as the
+    job's poll finishes it. Returns the outcome kept on the webhook event."""
+    refund = _notified_refund(answer)
+    if refund is None:
+        return NOTIFIED_UNMATCHED
+    if refund.status not in OPEN_STATES:
+        return NOTIFIED_ALREADY_RECORDED
+    status = _apply(refund, answer)
+    if status == "processing":
+        return NOTIFIED_PROCESSING
+    return NOTIFIED_RECORDED if status != refund.status else NOTIFIED_ALREADY_RECORDED
+
+
+def _notified_refund(answer):
+    """Our row of the provider's refund: by its refund id once recorded; before that (the notification can
+    come before the job has recorded the provider's answer, or after the job died in between) the one
+    pending refund of that payment for that amount. Two such rows cannot be told apart: None, and each
+    job's own call and poll (each with its own Idempotence-Key) finish them."""
+    recorded = Refund.get_or_none(Refund.provider == answer.provider, Refund.provider_refund_id == answer.refund_id)
+    if recorded is not None:
+        return recorded
+    candidates = list(
+        Refund.select()
+        .where(
+            Refund.provider == answer.provider,
+            Refund.provider_payment_id == answer.payment_id,
+            Refund.status == "pending",
+            Refund.provider_refund_id.is_null(),
+            Refund.destination == "provider",
+            Refund.amount_minor == answer.amount_minor,
+            Refund.currency == answer.currency,
+        )
+        .limit(2)
+    )
+    return candidates[0] if len(candidates) == 1 else None
 
 
 def _ask(refund):

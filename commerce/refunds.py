@@ -28,13 +28,16 @@ Where the money goes, by how the order was paid:
   `refund_exceeds_wallet` (409) and nothing is written — the operator
   refunds what is left, or the orders it paid for.
 
+A bought gift card (commerce/gift_purchase.py) refunded in full expires if
+it has not been redeemed yet.
+
 A free order (a gift, a code, a trial, a full discount) moved no money: its
 refund writes no `refunds` row and no ledger transaction, only the status
 and the revocation. An order whose payment was never booked (a record
 written by hand) has nothing to reverse either: its refund is `manual`.
 """
 
-from commerce import ledger
+from commerce import gift_purchase, ledger
 from commerce.provider_refund import JOB_KIND, NOTICE_REFUND_FAILED  # noqa: F401  (the job kind, declared there)
 from commerce.settlement import (
     INVALID_REFUND_AMOUNT,
@@ -112,6 +115,8 @@ def refund_order(order_id, amount_minor=None, to=None):
         ).where(Order.id == order.id).execute()
         if full:
             revoke_access(order.id)
+            if order.operation == "gift":
+                gift_purchase.expire_refunded_gift(order.id, utcnow())
         return Order.get_by_id(order.id)
 
 

@@ -20,15 +20,18 @@ The ledger movement depends on how the order was paid (`settled_by`):
 
 What is written besides depends on the order's kind:
 
-- a plan (purchase, renewal, extension, upgrade, downgrade, gift, code,
-  trial): a new entitlement, its `create` (`order:<id>:fulfill`, or
+- a plan (purchase, renewal, extension, upgrade, downgrade, a gift's
+  activation, code, trial): a new entitlement, its `create` (`order:<id>:fulfill`, or
   `gift:`/`code:`), `order.paid`; a trial also its one-per-customer row;
 - an add-on: a `set_limits` of the subscription's current entitlement
   (`order:<id>:addon`) with the add-on's extra traffic and devices on top of
   the limits last asked for, and `addon.purchased`. No entitlement is made:
   a new one would supersede the plan;
 - a top-up: the wallet credit and `wallet.credited`; nothing to fulfil, so the
-  order is `fulfilled` at once.
+  order is `fulfilled` at once;
+- a gift bought (a `gift` order settled by a payment, not by `gift`): a gift
+  card and its code for the buyer to pass on (commerce/gift_purchase.py),
+  `fulfilled` at once, no entitlement for the buyer.
 
 An upgrade applies now (SPEC 13.9): its period starts at once, `resetTraffic`
 set, and the unused part of every period it replaces is credited to the
@@ -51,7 +54,7 @@ from dataclasses import dataclass, replace
 
 from peewee import IntegrityError
 
-from commerce import ledger
+from commerce import gift_purchase, ledger
 from commerce.catalogue import CatalogueError, unused_value
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import enqueue_operation, find_operation
@@ -117,13 +120,17 @@ def settle_order(order_id, settled_by, provider=None):
 
         now = utcnow().replace(microsecond=0)
         _book(order, settled_by, provider)
+        bought_gift = order.operation == "gift" and settled_by not in FREE_PATHS
         if order.operation == "topup":
             settlement, subscription = _credit_wallet(order), None
+        elif bought_gift:  # a gift card for someone else: its code, no period for the buyer
+            gift_purchase.issue_bought_gift(order, now)
+            settlement, subscription = Settlement(order.id, None, None, already_settled=False), None
         elif order.operation == "addon":
             settlement, subscription = _apply_addon(order), order.subscription_id
         else:
             settlement, subscription = _open_period(order, now)
-        fulfilled = order.operation == "topup"
+        fulfilled = order.operation == "topup" or bought_gift
         defer(
             Order.update(
                 status="fulfilled" if fulfilled else "paid",

@@ -14,6 +14,9 @@
    word.
 4. The payment is applied (commerce/payments.py) and the event marked
    processed with its outcome in the same transaction as any settlement.
+5. YooKassa's `refund.succeeded` is confirmed the same way, by fetching the
+   refund, and finishes our pending refund as the provider_refund job's poll
+   does (commerce/provider_refund.py `apply_notified_refund`).
 
 Nothing here logs a body or a header: a body may carry a payer's card digits.
 """
@@ -21,11 +24,12 @@ Nothing here logs a body or a header: a body may carry a payer's card digits.
 import datetime
 from dataclasses import dataclass
 
-from commerce import payments
+from commerce import payments, provider_refund
 from integrations.payments import (
     BAD_SIGNATURE,
     PAYMENT_NOT_FOUND,
     SUBJECT_PAYMENT,
+    SUBJECT_REFUND,
     ProviderError,
     ProviderPayment,
     WebhookRejected,
@@ -36,7 +40,7 @@ from models.transactions import defer
 
 RETENTION = datetime.timedelta(days=30)
 
-IGNORED = "ignored"  # a delivery about something other than a payment (a refund's own notice)
+IGNORED = "ignored"  # a delivery about neither a payment nor a refund the provider's API can confirm
 UNCONFIRMED = "unconfirmed"  # YooKassa's API knows no such payment: not a notification of ours
 PROVIDER_UNAVAILABLE = "provider_unavailable"  # the confirming fetch failed: the provider delivers again
 # What makes a later delivery of the same event a replay: it was applied, and its outcome is final.
@@ -48,6 +52,9 @@ FINAL_OUTCOMES = (
     payments.UNAPPLIED,
     payments.CANCELED,
     IGNORED,
+    provider_refund.NOTIFIED_RECORDED,
+    provider_refund.NOTIFIED_ALREADY_RECORDED,
+    provider_refund.NOTIFIED_UNMATCHED,
 )
 
 
@@ -69,6 +76,8 @@ def receive(adapter, body, headers):
     stored = _store(adapter.name, body, event, refused)
     if refused is not None:
         return Intake(401 if refused == BAD_SIGNATURE else 400, refused, stored.id)
+    if event.subject == SUBJECT_REFUND and hasattr(adapter, "fetch_refund"):
+        return _refund_notification(adapter, stored, event)
     if event.subject != SUBJECT_PAYMENT:
         return _processed(stored, IGNORED, None, signature_ok=event.signed)
     if _seen(stored, event):
@@ -87,6 +96,21 @@ def receive(adapter, body, headers):
     with db.atomic():
         applied = payments.apply_payment(payment, "provider_webhook")
         return _processed(stored, applied.outcome, applied.intent_id, signature_ok=True)
+
+
+def _refund_notification(adapter, stored, event):
+    """A refund's notification, a hint like a payment's: the refund is fetched from the API and what the API
+    says finishes its row as the provider_refund job's poll would (commerce/provider_refund.py)."""
+    if _seen(stored, event):
+        return _processed(stored, payments.REPLAYED, None, signature_ok=event.signed)
+    try:
+        answer = adapter.fetch_refund(event.refund_id)
+    except ProviderError as error:
+        outcome, status = (UNCONFIRMED, 401) if error.code == PAYMENT_NOT_FOUND else (PROVIDER_UNAVAILABLE, 503)
+        _mark(stored, outcome=outcome)
+        return Intake(status, outcome, stored.id)
+    with db.atomic():
+        return _processed(stored, provider_refund.apply_notified_refund(answer), None, signature_ok=True)
 
 
 def _store(provider, body, event, refused):

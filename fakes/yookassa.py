@@ -24,7 +24,10 @@ answered) per API call; webhook_lost, webhook_duplicate and wrong_amount
 (the payment is completed for one kopeck less than it was created for) per
 completion. YooKassa signs nothing, so its "wrong signature" is a forged
 notification: `forge_notification(id)` delivers a `payment.succeeded` for a
-payment the API still holds as pending.
+payment the API still holds as pending. A refund's `refund.succeeded` goes out
+when it succeeds (at once, or at `settle_refund`), with the same delivery
+faults; `notify_refund(id)` (POST /_fake/refunds/{id}/notify) sends it again,
+and GET /_fake/refunds lists the refunds.
 
 Run it with `python omniflow.py fake-yookassa`.
 """
@@ -187,6 +190,19 @@ class FakeYooKassa(FakeProvider):
         if body is not None:
             self._deliver(f"refund.succeeded:{refund_id}", body, _JSON)
 
+    def refunds(self):
+        with self._lock:
+            return [dict(refund) for refund in self._refunds.values()]
+
+    def notify_refund(self, refund_id):
+        """Deliver `refund.succeeded` for a refund that succeeded (again: a replay, or one whose first was lost)."""
+        with self._lock:
+            refund = self._refunds[refund_id]
+            if refund["status"] != "succeeded":
+                raise ValueError(f"the refund is {refund['status']}, not succeeded")
+            body = self._notification("refund.succeeded", dict(refund))
+        return self._deliver(f"refund.succeeded:{refund_id}", body, _JSON)
+
     def _pending(self, payment_id):
         record = self._payments[payment_id]
         if record["status"] != "pending":
@@ -210,6 +226,11 @@ class FakeYooKassa(FakeProvider):
             else:
                 self.forge_notification(payment_id)
             return 200, self.payment(payment_id)
+        if method == "GET" and path == "/_fake/refunds":
+            return 200, {"refunds": self.refunds()}
+        found = re.fullmatch(r"/_fake/refunds/([^/]+)/notify", path)
+        if method == "POST" and found:
+            return 200, {"deliveries": self.notify_refund(found.group(1))}
         return 404, {"error": "no such control route"}
 
     def _checkout_summary(self, payment_id):

@@ -39,6 +39,8 @@ class CustomerNotice(BaseModel):
     sent_at = DateTimeField(null=True)
     status = TextField(default="pending")
     failure_code = TextField(null=True)
+    # Shown to the customer once and erased when the notice is sent: a bought gift card's code (migration 0025).
+    secret = SealedField(null=True)
 
     class Meta:
         table_name = "customer_notices"

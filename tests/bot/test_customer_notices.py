@@ -10,6 +10,7 @@ import pytest
 
 from bot import qr
 from bot.customer_notices import CustomerNoticeLoop
+from commerce import codes
 from commerce.passes.renewal import NOTICE_DUNNING
 from models.commerce import Customer, Subscription
 from models.ops import CustomerNotice
@@ -150,3 +151,38 @@ def test_access_ready_waits_while_the_panel_does_not_answer(loop, buyer, fake_te
     bot_services.panel.set_faults(fail_rate=0.0)
     loop.tick()
     assert notices()[0].status == "sent" and len(fake_telegram.accepted("sendPhoto")) == 1
+
+
+def test_a_bought_gift_s_code_is_sent_once_to_its_buyer_and_then_kept_nowhere(loop, buyer, fake_telegram, data_key):
+    sales.paid_order(buyer, rub_plan(), kind="gift")
+    (notice,) = notices()
+    code = notice.secret
+    loop.tick()
+    loop.tick()
+    (sent,) = fake_telegram.accepted("sendMessage")
+    text = sent["params"]["text"]
+    assert sent["chat_id"] == ANN_ID and text.startswith(f"Your gift card for Monthly: {code}\n")
+    assert "This code is shown only this once" in text
+    (notice,) = notices()
+    assert notice.status == "sent" and notice.secret is None  # erased with the mark: shown once
+    assert codes.find_gift_card(code).purchase_order_id == json.loads(notice.payload)["orderId"]
+
+
+def test_a_gift_code_notice_whose_code_could_not_be_kept_fails_visibly(loop, buyer, fake_telegram):
+    sales.paid_order(buyer, rub_plan(), kind="gift")  # no data key: nothing could be sealed
+    loop.tick()
+    (notice,) = notices()
+    assert (notice.status, notice.failure_code) == ("failed", "no_code")
+    assert fake_telegram.accepted("sendMessage") == []
+
+
+def test_a_gift_code_waits_while_the_bot_has_no_data_key_and_is_sent_once_it_has(loop, buyer, fake_telegram, data_key):
+    from ops import sealing
+
+    sales.paid_order(buyer, rub_plan(), kind="gift")
+    sealing.use_keys(None)
+    loop.tick()
+    assert notices()[0].status == "pending" and fake_telegram.accepted("sendMessage") == []
+    sealing.use_keys(data_key)
+    loop.tick()
+    assert notices()[0].status == "sent" and len(fake_telegram.accepted("sendMessage")) == 1

@@ -115,6 +115,7 @@ def test_notices_never_carry_links_or_secrets():
 
 def test_every_notice_kind_written_today_has_a_topic_and_a_sentence():
     from bot.handlers.fallback import NOTICE_UNMATCHED_PAYMENT
+    from commerce.gift_purchase import NOTICE_GIFT_CODE_UNDELIVERED
     from commerce.provider_refund import NOTICE_REFUND_FAILED
     from commerce.refunds import NOTICE_REFUND_MANUAL
     from fulfillment import rules
@@ -125,6 +126,7 @@ def test_every_notice_kind_written_today_has_a_topic_and_a_sentence():
         NOTICE_UNMATCHED_PAYMENT,
         NOTICE_REFUND_MANUAL,
         NOTICE_REFUND_FAILED,
+        NOTICE_GIFT_CODE_UNDELIVERED,
     )
     for kind in kinds:
         assert kind in texts.TOPIC_OF_KIND and kind in texts.NOTICE_TEXTS

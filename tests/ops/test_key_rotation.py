@@ -15,6 +15,7 @@ from tests.conftest import NEWER_TEST_DATA_KEY, TEST_DATA_KEY
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 45
 COLUMN = "outbox_destinations.secret"
+GIFT_CODES = "customer_notices.secret"  # a bought gift card's code until the bot delivers it (migration 0025)
 
 
 def populate(count=ROWS):
@@ -41,7 +42,7 @@ def under_newest():
 def test_rotation_across_two_keys_interrupted_halfway_resumes_and_then_the_old_key_can_go(database, data_key):
     secrets = populate()
     sealing.use_keys(f"{NEWER_TEST_DATA_KEY},{TEST_DATA_KEY}")
-    assert key_rotation.remaining() == {COLUMN: ROWS}
+    assert key_rotation.remaining() == {COLUMN: ROWS, GIFT_CODES: 0}
 
     rotation = key_rotation.rotate(batch_size=10)
     first, second = next(rotation), next(rotation)
@@ -49,13 +50,13 @@ def test_rotation_across_two_keys_interrupted_halfway_resumes_and_then_the_old_k
     ids = sorted(secrets)
     assert (first, second) == ((COLUMN, 10, ids[9]), (COLUMN, 10, ids[19]))
     assert sorted(under_newest()) == ids[:20]
-    assert key_rotation.remaining() == {COLUMN: ROWS - 20}
+    assert key_rotation.remaining() == {COLUMN: ROWS - 20, GIFT_CODES: 0}
     assert secrets_read() == secrets  # half rotated, every value still opens
 
     written_meanwhile = OutboxDestination.create(url="https://hooks.example.net/new", topics="*", secret="whsec_new")
     resumed = list(key_rotation.rotate(batch_size=10))
     assert [count for _, count, _ in resumed] == [10, 10, 5]
-    assert key_rotation.remaining() == {COLUMN: 0}
+    assert key_rotation.remaining() == {COLUMN: 0, GIFT_CODES: 0}
 
     sealing.use_keys(NEWER_TEST_DATA_KEY)
     assert secrets_read() == {**secrets, written_meanwhile.id: "whsec_new"}
@@ -111,3 +112,21 @@ def test_keys_rotate_without_a_key_refuses_with_a_message(database, database_url
         timeout=60,
     )
     assert result.returncode == 2 and "APP_DATA_ENCRYPTION_KEY is not set" in result.stderr
+
+
+def test_rotation_reseals_a_gift_code_waiting_for_delivery_and_leaves_delivered_ones_empty(database, data_key):
+    from models.ops import CustomerNotice
+    from tests.support import sales
+    from tests.support.shop import rub_plan
+
+    buyer, plan = sales.customer(), rub_plan()
+    sales.paid_order(buyer, plan, kind="gift")
+    sales.paid_order(buyer, plan, kind="gift")
+    waiting, delivered = CustomerNotice.select().order_by(CustomerNotice.id)
+    code = waiting.secret
+    CustomerNotice.update(status="sent", secret=None).where(CustomerNotice.id == delivered.id).execute()
+    sealing.use_keys(f"{NEWER_TEST_DATA_KEY},{TEST_DATA_KEY}")
+    assert key_rotation.remaining()[GIFT_CODES] == 1
+    assert [(column, count) for column, count, _ in key_rotation.rotate()] == [(GIFT_CODES, 1)]
+    sealing.use_keys(NEWER_TEST_DATA_KEY)
+    assert CustomerNotice.get_by_id(waiting.id).secret == code and CustomerNotice.get_by_id(delivered.id).secret is None

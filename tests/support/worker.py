@@ -1,6 +1,7 @@
 """A real worker process for tests.
 
-    python -m tests.support.worker [--periodic] [--crontab] [--app-kinds] [--fast-takeover] [--shutdown-timeout S]
+    python -m tests.support.worker [--periodic] [--crontab] [--app-kinds] [--fast-takeover] [--fast-rescue]
+                                   [--shutdown-timeout S]
 
 It starts exactly as `huey_consumer omniflow.huey` and `python omniflow.py
 worker` do (`huey.create_consumer`: settings from the environment, the
@@ -9,7 +10,10 @@ kinds: the test kinds (so a test counts its own jobs only), the application's
 own kinds and passes only with --app-kinds, the test passes asked for
 (--periodic: a 15-second pass; --crontab: a pass on every minute) and, with
 --fast-takeover, a leader lease of 3 s renewed every second, so a killed
-leader is replaced within seconds instead of 20.
+leader is replaced within seconds instead of 20, and, with --fast-rescue, a
+heartbeat every second, a worker dead after 5 s of silence and a rescue pass
+every second, so the job of a killed worker runs again within seconds instead
+of 40.
 """
 
 import argparse
@@ -20,12 +24,16 @@ from tests.support import kinds  # noqa: F401
 
 FAST_LEADER_TTL_S = 3
 FAST_ELECT_INTERVAL_S = 1
+FAST_HEARTBEAT_INTERVAL_S = 1
+FAST_WORKER_STALE_AFTER_S = 5
+FAST_RESCUE_INTERVAL_S = 1
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--periodic", action="store_true")
 parser.add_argument("--crontab", action="store_true")
 parser.add_argument("--app-kinds", action="store_true", help="also declare the application's kinds and passes")
 parser.add_argument("--fast-takeover", action="store_true")
+parser.add_argument("--fast-rescue", action="store_true")
 parser.add_argument("--shutdown-timeout", type=float, default=omniflow.SHUTDOWN_TIMEOUT_S)
 args = parser.parse_args()
 if args.periodic:
@@ -38,5 +46,9 @@ if not args.app_kinds:
 if args.fast_takeover:
     maintenance.LEADER_TTL_S = FAST_LEADER_TTL_S
     maintenance.ELECT_INTERVAL_S = FAST_ELECT_INTERVAL_S
+if args.fast_rescue:
+    maintenance.HEARTBEAT_INTERVAL_S = FAST_HEARTBEAT_INTERVAL_S
+    maintenance.WORKER_STALE_AFTER_S = FAST_WORKER_STALE_AFTER_S
+    maintenance.RESCUE_INTERVAL_S = FAST_RESCUE_INTERVAL_S
 
 omniflow.huey.create_consumer(shutdown_timeout=args.shutdown_timeout).run()
