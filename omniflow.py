@@ -12,6 +12,7 @@
     python omniflow.py demo [--seconds N]   development: SQLite, fake panel, paid orders, a worker, the result
     python omniflow.py dev-seed             development: migrate, then sample data for the dev stack
     python omniflow.py dev-wait-panel       development: return once APP_REMNAWAVE_URL answers (the stack's worker)
+    python omniflow.py dev-sample-payment   development: a sample YooKassa payment the fake completes, then waits
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
     python omniflow.py fake-yookassa        development and tests: a fake YooKassa
     python omniflow.py fake-cryptobot       development and tests: a fake Crypto Pay (CryptoBot)
@@ -174,7 +175,8 @@ def cmd_web(args):
     serve(create_app(settings), settings.port, **server_options(settings))
 
 
-BOT_POOL_SIZE = 16  # polling, the answers, the lease, each loop, the campaign senders (bot/campaigns.py SENDERS), and slack
+# Polling, the answers, the lease, each loop, the campaign senders (bot/campaigns.py SENDERS), and slack.
+BOT_POOL_SIZE = 16
 
 
 def cmd_bot(args):
@@ -415,6 +417,21 @@ def cmd_dev_wait_panel(args):
     print(f"dev-wait-panel: the panel at {settings.remnawave_url} answers")
 
 
+def cmd_dev_sample_payment(args):
+    from devtools import sample_payment
+
+    settings = bootstrap()
+    try:
+        if settings.yookassa_shop_id and settings.public_url:
+            sample_payment.run(settings)
+        else:
+            # Stays up all the same: honcho would stop the whole stack if this process ended.
+            print("dev-sample-payment: no sample payment: APP_YOOKASSA_* and APP_PUBLIC_URL are not set", flush=True)
+            sample_payment.stay()
+    except KeyboardInterrupt:
+        pass
+
+
 def cmd_fake_remnawave(args):
     # Development and tests only: a fake Remnawave panel; no settings, no database.
     from fakes.remnawave import run_cli
@@ -529,6 +546,11 @@ def build_parser():
     )
     waiting.add_argument("--timeout", type=float, default=60, help="give up (exit 1) after this many seconds")
     waiting.set_defaults(run=cmd_dev_wait_panel)
+
+    commands.add_parser(
+        "dev-sample-payment",
+        help="development: the sample customer pays at the fake YooKassa, which completes it a few seconds later",
+    ).set_defaults(run=cmd_dev_sample_payment)
 
     fake_parser = commands.add_parser("fake-remnawave", help="development: a fake Remnawave panel (no database)")
     fake_parser.add_argument("--host", default="127.0.0.1")

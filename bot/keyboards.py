@@ -31,6 +31,10 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 SUPPORT = "support"
 CODE = "code"  # a gift card's or an access code's activation
 TRIAL = "trial"
+WALLET = "wallet"
+TOPUP = "topup"  # topup:<method>:<currency>:<amount in minor units>
+AUTO_RENEW = "renew"  # renew:<subscription id>:on|off
+TOPUP_METHODS = ("yookassa", "cryptobot")
 
 # action -> the arguments it takes (None: no argument)
 ACTIONS = {
@@ -46,6 +50,9 @@ ACTIONS = {
     SUPPORT: None,
     CODE: None,
     TRIAL: None,
+    WALLET: None,
+    TOPUP: re.compile("(" + "|".join(TOPUP_METHODS) + ")" + ":[A-Z]{3}:" + _ID),
+    AUTO_RENEW: re.compile(_UUID + ":(on|off)"),
 }
 
 
@@ -89,6 +96,7 @@ def main_menu(language):
         [
             [(texts.text(language, "button_buy"), data(BUY))],
             [(texts.text(language, "button_subscriptions"), data(SUBSCRIPTIONS))],
+            [(texts.text(language, "button_wallet"), data(WALLET))],
             [(texts.text(language, "button_language"), data(LANGUAGE))],
             [(texts.text(language, "button_code"), data(CODE)), (texts.text(language, "button_trial"), data(TRIAL))],
             [(texts.text(language, "button_support"), data(SUPPORT))],
@@ -135,11 +143,22 @@ def payment_link(language, url):
     return markup
 
 
-def subscriptions(language, subscription_ids):
-    """A QR code button per subscription whose link can be shown, and back."""
+def subscriptions(language, subscription_ids, auto_renew=()):
+    """A QR code button per subscription whose link can be shown, an auto-renew switch per
+    subscription ([(number, subscription id, on)]), and back."""
     rows = [
         [(texts.text(language, "button_qr", number=number), data(QR_CODE, str(subscription_id)))]
-        for number, subscription_id in enumerate(subscription_ids, 1)
+        for number, subscription_id in subscription_ids
     ]
+    for number, subscription_id, on in auto_renew:
+        label = texts.text(language, "button_auto_renew_on" if on else "button_auto_renew_off", number=number)
+        rows.append([(label, data(AUTO_RENEW, f"{subscription_id}:{'off' if on else 'on'}"))])
+    rows.append([(texts.text(language, "button_back"), data(MENU))])
+    return _markup(rows)
+
+
+def wallet(language, topups):
+    """One button per top-up on offer ([(method, currency, amount minor, label)]), and back."""
+    rows = [[(label, data(TOPUP, f"{method}:{currency}:{amount}"))] for method, currency, amount, label in topups]
     rows.append([(texts.text(language, "button_back"), data(MENU))])
     return _markup(rows)

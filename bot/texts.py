@@ -37,7 +37,9 @@ CATALOG = {
         "button_buy": "Buy",
         "plans_header": "Plans on sale. Choose one:",
         "plans_none": "Nothing is on sale right now. Please look again later.",
-        "plan_button": "{plan}, {days} days: {prices}",
+        "plan_button": "{plan}, {duration}: {prices}",
+        "duration_one_day": "1 day",
+        "duration_days": "{days} days",
         "methods_header": "{plan}: how would you like to pay?",
         "methods_none": "This plan can't be paid for here right now.",
         "button_gift": "🎁 Buy as a gift",
@@ -64,6 +66,31 @@ CATALOG = {
         "precheck_order_not_pending": "This order has expired or was already paid. Start again from the menu.",
         "precheck_amount_mismatch": "The price has changed. Start again from the menu for the current price.",
         "precheck_maintenance_active": "The shop is closed for maintenance. Please try again later.",
+        # --- the wallet and auto-renewal (bot/handlers/wallet.py, bot/handlers/subscriptions.py) ---
+        "button_wallet": "Wallet",
+        "wallet_header": "Your wallet",
+        "wallet_empty": "Your wallet is empty.",
+        "wallet_balance": "Balance: {balance}",
+        "wallet_history_header": "Latest movements:",
+        "wallet_history_line": "{when} UTC  {amount}  {what}",
+        "wallet_topup_prompt": "Top it up with one of the buttons below.",
+        "wallet_topup_none": "Top-ups are not available right now.",
+        "button_topup": "Top up {amount} ({method})",
+        "topup_method_yookassa": "card",
+        "topup_method_cryptobot": "CryptoBot",
+        "topup_by_link": "Top-up {order}: {amount}. Pay on the page the button opens; "
+        "we will message you as soon as the money arrives.",
+        "ledger_topup": "top-up",
+        "ledger_purchase": "purchase",
+        "ledger_renewal": "renewal",
+        "ledger_refund": "refund",
+        "ledger_expiration": "bonus expired",
+        "ledger_bonus": "bonus",
+        "ledger_proration_credit": "unused time credited",
+        "button_auto_renew_on": "Auto-renew {number}: on (turn off)",
+        "button_auto_renew_off": "Auto-renew {number}: off (turn on)",
+        "auto_renew_on": "Auto-renew is on for {plan}: the wallet pays for the next period a day before it ends.",
+        "auto_renew_off": "Auto-renew is off for {plan}.",
         # --- My subscriptions and notices (bot/handlers/menu.py, bot/customer_notices.py) ---
         "subscription_detail": "{number}. {plan}: {phase}, until {ends} UTC; traffic used {traffic}",
         "subscription_link": "   Link: {link}",
@@ -107,7 +134,9 @@ CATALOG = {
         "button_buy": "Купить",
         "plans_header": "Тарифы. Выберите:",
         "plans_none": "Сейчас ничего не продаётся. Загляните позже.",
-        "plan_button": "{plan}, {days} дн.: {prices}",
+        "plan_button": "{plan}, {duration}: {prices}",
+        "duration_one_day": "1 дн.",
+        "duration_days": "{days} дн.",
         "methods_header": "{plan}: как хотите оплатить?",
         "methods_none": "Этот тариф сейчас нельзя оплатить здесь.",
         "button_gift": "🎁 Купить в подарок",
@@ -134,6 +163,31 @@ CATALOG = {
         "precheck_order_not_pending": "Этот заказ истёк или уже оплачен. Начните заново из меню.",
         "precheck_amount_mismatch": "Цена изменилась. Начните заново из меню, чтобы увидеть текущую цену.",
         "precheck_maintenance_active": "Магазин закрыт на техническое обслуживание. Попробуйте позже.",
+        # --- кошелёк и автопродление ---
+        "button_wallet": "Кошелёк",
+        "wallet_header": "Ваш кошелёк",
+        "wallet_empty": "Кошелёк пуст.",
+        "wallet_balance": "Баланс: {balance}",
+        "wallet_history_header": "Последние операции:",
+        "wallet_history_line": "{when} UTC  {amount}  {what}",
+        "wallet_topup_prompt": "Пополните его кнопками ниже.",
+        "wallet_topup_none": "Пополнение сейчас недоступно.",
+        "button_topup": "Пополнить на {amount} ({method})",
+        "topup_method_yookassa": "картой",
+        "topup_method_cryptobot": "CryptoBot",
+        "topup_by_link": "Пополнение {order}: {amount}. Оплатите на странице, которую откроет кнопка; "
+        "мы напишем, как только деньги придут.",
+        "ledger_topup": "пополнение",
+        "ledger_purchase": "покупка",
+        "ledger_renewal": "продление",
+        "ledger_refund": "возврат",
+        "ledger_expiration": "бонус сгорел",
+        "ledger_bonus": "бонус",
+        "ledger_proration_credit": "возврат за неиспользованное время",
+        "button_auto_renew_on": "Автопродление {number}: вкл. (выключить)",
+        "button_auto_renew_off": "Автопродление {number}: выкл. (включить)",
+        "auto_renew_on": "Автопродление {plan} включено: кошелёк оплатит следующий период за день до конца текущего.",
+        "auto_renew_off": "Автопродление {plan} выключено.",
         # --- Мои подписки и уведомления ---
         "subscription_detail": "{number}. {plan}: {phase}, до {ends} UTC; трафик {traffic}",
         "subscription_link": "   Ссылка: {link}",
@@ -294,6 +348,11 @@ def money(amount_minor, currency):
     if currency == "XTR":
         return f"{amount_minor} ⭐"
     return f"{to_decimal_text(amount_minor, currency)} {currency}"
+
+
+def duration(language, days):
+    """A plan's length as a customer reads it: 1 day, 30 days."""
+    return text(language, "duration_one_day") if days == 1 else text(language, "duration_days", days=days)
 
 
 def text(language, key, **values):

@@ -1,4 +1,5 @@
-"""Customers as the bot knows them: found or created from a Telegram user, and their language.
+"""Customers as the bot knows them: found or created from a Telegram user, their language and
+their subscriptions' auto-renew switch.
 
 Each function runs in the caller's transaction (the bot's update transaction).
 """
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from peewee import IntegrityError
 
 from models.base import db, utcnow
-from models.commerce import Customer
+from models.commerce import Customer, Subscription
 
 MAX_NAME_LENGTH = 128
 
@@ -78,3 +79,13 @@ def mark_unreachable(customer_id):
 def set_language(customer, language):
     Customer.update(language_code=language).where(Customer.id == customer.id).execute()
 
+
+def set_auto_renew(customer, subscription_id, enabled):
+    """Turn a customer's own subscription's auto-renewal on or off; False when it is not theirs
+    (or no such subscription), nothing written."""
+    changed = (
+        Subscription.update(auto_renew=bool(enabled))
+        .where(Subscription.id == subscription_id, Subscription.customer == customer.id)
+        .execute()
+    )
+    return changed == 1

@@ -155,6 +155,14 @@ def balance(customer_id, currency):
     return 0 if account is None else _sum(account.id)
 
 
+def balances(customer_id):
+    """{currency: balance} of every wallet account the customer has (none: {})."""
+    accounts = LedgerAccount.select(LedgerAccount.id, LedgerAccount.currency).where(
+        LedgerAccount.name == wallet(customer_id)
+    )
+    return {account.currency: _sum(account.id) for account in accounts.order_by(LedgerAccount.currency)}
+
+
 def history(customer_id, limit=50, before=None):
     """The customer's wallet entries, newest first; `before` an entry id to page on from."""
     query = (

@@ -36,6 +36,9 @@ SQLITE_PRAGMAS = (
 PG_POOL_WAIT_S = 30
 PG_STALE_CONNECTION_S = 300
 PG_DEFAULT_PORT = 5432
+# A server that does not answer a connection attempt (a host gone, packets dropped) fails it after
+# this long instead of after the OS's TCP timeout (minutes); a DATABASE_URL's own connect_timeout wins.
+PG_CONNECT_TIMEOUT_S = 10
 
 
 class DatabaseUnreachable(Exception):
@@ -217,11 +220,15 @@ def _joined(statements):
 def open_database(target, pool_size=10):
     """A peewee Database for a DatabaseTarget (not yet bound to models)."""
     if target.is_postgres:
+        from psycopg2.extensions import parse_dsn
+
+        connect = {} if "connect_timeout" in parse_dsn(target.dsn) else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
         return PostgresDatabase(
             target.dsn,
             max_connections=pool_size,
             stale_timeout=PG_STALE_CONNECTION_S,
             timeout=PG_POOL_WAIT_S,
+            **connect,
         )
     directory = os.path.dirname(os.path.abspath(target.path))
     os.makedirs(directory, exist_ok=True)

@@ -8,7 +8,11 @@ CryptoBot and with Stars (the ledger's sale, the payment and the settlement
 together, so Home shows revenue per currency and the worker provisions them
 on the fake panel), one who topped up their wallet and bought from it; and
 one operation whose desired state is corrupt, so System → Operations has a
-failed operation to look at and retry. Seeding twice adds nothing.
+failed operation to look at and retry. The wallet customer also holds a
+daily plan that renews itself from the wallet: its period ends within the
+renewal pass's day, so the stack's first passes renew it. The customer of
+the sample YooKassa payment (devtools/sample_payment.py) has no order yet.
+Seeding twice adds nothing.
 """
 
 import time
@@ -18,8 +22,9 @@ from commerce.catalogue import set_plan_price
 from commerce.orders import create_order
 from commerce.settlement import settle_order
 from devtools.demo import monthly_plan
+from devtools.sample_payment import SAMPLE_CUSTOMER
 from models.base import db
-from models.commerce import Customer, Plan
+from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import FulfillmentOperation
 from models.operators import Operator
 from models.payments import PaymentIntent
@@ -27,10 +32,11 @@ from ops.operators import PERMISSIONS, create_operator
 
 DEV_OPERATOR = "admin"
 DEV_PASSWORD = "omniflow-dev-password"  # development only: the stack runs on 127.0.0.1
-PAID_ORDERS = 4  # provisioned by the stack's worker; the corrupt one comes on top
+PAID_ORDERS = 5  # provisioned by the stack's worker; the corrupt one comes on top
 PANEL_POLL_S = 0.2
 MONTHLY_PRICES = {"RUB": 29900, "USD": 399, "XTR": 250}
 UNLIMITED_PRICES = {"RUB": 59900, "USD": 799, "XTR": 500}
+DAILY_PRICES = {"RUB": 1500}  # the wallet customer's auto-renewing plan
 # (name, Telegram username, currency, provider) of the customers who paid at a provider.
 PAID_AT_A_PROVIDER = (
     ("Anna Petrova", "anna_p", "RUB", "yookassa"),
@@ -50,7 +56,10 @@ def seed(password=DEV_PASSWORD):
     with db.atomic():
         plan = monthly_plan("dev-monthly", "Monthly, 100 GB, 3 devices")
         unlimited = Plan.create(code="dev-unlimited", name="Unlimited", duration_days=30, price_minor=999)
-        for priced, prices in ((plan, MONTHLY_PRICES), (unlimited, UNLIMITED_PRICES)):
+        daily = Plan.create(
+            code="dev-daily", name="Daily, 5 GB", duration_days=1, traffic_allowance_bytes=5 << 30, price_minor=15
+        )
+        for priced, prices in ((plan, MONTHLY_PRICES), (unlimited, UNLIMITED_PRICES), (daily, DAILY_PRICES)):
             for currency, amount in prices.items():
                 set_plan_price(priced, currency, amount)
     telegram_ids = iter(range(FIRST_TELEGRAM_ID, FIRST_TELEGRAM_ID + 100))
@@ -60,6 +69,10 @@ def seed(password=DEV_PASSWORD):
     buyer = _customer(*WALLET_CUSTOMER, next(telegram_ids))
     _paid_at_a_provider(create_order(buyer.id, "topup", "RUB", amount_minor=TOPUP_MINOR, provider="yookassa"))
     settle_order(create_order(buyer.id, "purchase", "RUB", plan_id=plan.id).id, "wallet")
+    renewing = settle_order(create_order(buyer.id, "purchase", "RUB", plan_id=daily.id).id, "wallet")
+    subscription = Order.get_by_id(renewing.order_id).subscription_id
+    Subscription.update(auto_renew=True, plan=daily).where(Subscription.id == subscription).execute()
+    _customer(*SAMPLE_CUSTOMER, next(telegram_ids))
     broken = _customer("dev customer with a corrupt operation", None, next(telegram_ids))
     settlement = _paid_at_a_provider(create_order(broken.id, "purchase", "RUB", plan_id=plan.id, provider="yookassa"))
     FulfillmentOperation.update(desired_state="{not json").where(

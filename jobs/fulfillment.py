@@ -607,7 +607,7 @@ def _iso(value):
 
 
 _RECORD_SQL = """
-SELECT f.status, f.attempt_count, e.status, e.paused_at, e.order_id
+SELECT f.status, f.attempt_count, e.status, e.paused_at
 FROM fulfillment_operations f
 JOIN entitlements e ON e.id = f.entitlement_id
 WHERE f.id = %s"""
@@ -631,7 +631,7 @@ def record(claim, outcome):
         next_attempt_at=None,
         correlation_id=claim.correlation_id,
     )
-    entitlement_status, paused, order_id = row[2], row[3] is not None, row[4]
+    entitlement_status, paused = row[2], row[3] is not None
     if entitlement_status == "superseded":
         return _cancel(op, rules.ENTITLEMENT_SUPERSEDED, now)
 
@@ -689,7 +689,7 @@ def record(claim, outcome):
                     (now, claim.subscription_id, claim.entitlement_id),
                 )
             )
-        writes.append(_fulfil_order(order_id, now))
+        writes.append(_fulfil_orders_of_subscription(claim, now))
         if status == "active":
             writes.append(_access_ready(claim, now))
     elif settled_order(claim.correlation_id) is not None:
@@ -711,6 +711,22 @@ def _access_ready(claim, now):
         " ON CONFLICT (kind, dedupe_key) DO NOTHING",
         (rules.NOTICE_CUSTOMER_ACCESS_READY, f"entitlement:{claim.entitlement_id}", payload, now,
          claim.subscription_id),
+    )
+
+
+def _fulfil_orders_of_subscription(claim, now):
+    """The create's own order, and every earlier paid order of the subscription, move to fulfilled.
+
+    The user now holds this entitlement's state, which continues or replaces
+    every earlier one (they are superseded here or were at settlement). An
+    earlier create cancelled as superseded before it reached the panel (a
+    renewal settled while the purchase still waited for the worker) never
+    records: without this its order would stay `paid` although what it bought
+    is delivered."""
+    return (
+        "UPDATE orders SET status = 'fulfilled', fulfilled_at = %s WHERE status = 'paid'"
+        " AND id IN (SELECT order_id FROM entitlements WHERE subscription_id = %s AND id <= %s)",
+        (now, claim.subscription_id, claim.entitlement_id),
     )
 
 

@@ -2,7 +2,8 @@
 # Set up and run the development stack on SQLite: a virtualenv with the pinned
 # dependencies, sample data (an operator, plans, paid orders, one operation
 # that fails), then the fake Remnawave panel, the web process, a worker, the
-# fake Telegram Bot API and the bot together from Procfile.dev. Ctrl-C stops them all.
+# fake Telegram Bot API and the bot, the fake YooKassa and Crypto Pay, and a sample
+# YooKassa payment that the fake completes, together from Procfile.dev. Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,9 +26,20 @@ export APP_COOKIE_SECURE="${APP_COOKIE_SECURE:-false}"  # the panel over plain h
 export APP_FAKE_TELEGRAM_PORT="${APP_FAKE_TELEGRAM_PORT:-8081}"
 export APP_TELEGRAM_API_URL="${APP_TELEGRAM_API_URL:-http://127.0.0.1:${APP_FAKE_TELEGRAM_PORT}}"
 export APP_TELEGRAM_BOT_TOKEN="${APP_TELEGRAM_BOT_TOKEN:-123456789:omniflow-fake-telegram-dev-token-0000}"
+# The fake YooKassa and Crypto Pay (fakes/yookassa.py's and fakes/cryptobot.py's development
+# credentials), whose notifications go to this web process.
+export APP_PUBLIC_URL="${APP_PUBLIC_URL:-http://127.0.0.1:${PORT}}"
+export APP_FAKE_YOOKASSA_PORT="${APP_FAKE_YOOKASSA_PORT:-3020}"
+export APP_YOOKASSA_SHOP_ID="${APP_YOOKASSA_SHOP_ID:-100500}"
+export APP_YOOKASSA_SECRET_KEY="${APP_YOOKASSA_SECRET_KEY:-test_omniflow-fake-yookassa-dev-secret}"
+export APP_YOOKASSA_API_URL="${APP_YOOKASSA_API_URL:-http://127.0.0.1:${APP_FAKE_YOOKASSA_PORT}/v3}"
+export APP_FAKE_CRYPTOBOT_PORT="${APP_FAKE_CRYPTOBOT_PORT:-3030}"
+export APP_CRYPTOBOT_TOKEN="${APP_CRYPTOBOT_TOKEN:-1234:AAomniflowFakeCryptoPayDevToken}"
+export APP_CRYPTOBOT_API_URL="${APP_CRYPTOBOT_API_URL:-http://127.0.0.1:${APP_FAKE_CRYPTOBOT_PORT}}"
 
 export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
 python omniflow.py dev-seed
 echo "dev: fake Remnawave panel on ${APP_REMNAWAVE_URL}; admin API token ${APP_OPERATOR_TOKEN}"
+echo "dev: fake YooKassa on ${APP_YOOKASSA_API_URL}, fake Crypto Pay on ${APP_CRYPTOBOT_API_URL}; a sample YooKassa payment settles through the webhook within seconds"
 echo "dev: talk to the bot as a customer on http://127.0.0.1:${APP_FAKE_TELEGRAM_PORT}/chat (fake Telegram; send /start)"
 exec honcho -f Procfile.dev start "$@"

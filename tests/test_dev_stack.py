@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from devtools import stack
+from devtools import sample_payment, stack
 from fakes.telegram import DEV_TOKEN
 from tests.support.processes import wait_for
 
@@ -73,6 +73,26 @@ def rows(path, sql):
         return connection.execute(sql).fetchall()
 
 
+def fulfilled(path, kind):
+    try:
+        return rows(path, f"SELECT id FROM orders WHERE operation = '{kind}' AND status = 'fulfilled'")
+    except sqlite3.OperationalError:
+        return []
+
+
+def sample_order(path):
+    """The status of the sample YooKassa customer's order, once there is one."""
+    try:
+        found = rows(
+            path,
+            "SELECT o.status FROM orders o JOIN customers c ON c.id = o.customer_id"
+            f" WHERE c.telegram_username = '{sample_payment.SAMPLE_CUSTOMER[1]}'",
+        )
+    except sqlite3.OperationalError:
+        return None
+    return found[0][0] if found else None
+
+
 class DevStack:
     def __init__(self, checkout, web_port, telegram_port, log):
         self.checkout, self.web_port, self.log = checkout, web_port, log
@@ -101,7 +121,11 @@ def dev_stack(tmp_path_factory):
         ["bash", "scripts/dev.sh"],
         cwd=checkout,
         env=newcomer_environment(
-            PORT=str(web_port), APP_FAKE_PANEL_PORT=str(panel_port), APP_FAKE_TELEGRAM_PORT=str(telegram_port)
+            PORT=str(web_port),
+            APP_FAKE_PANEL_PORT=str(panel_port),
+            APP_FAKE_TELEGRAM_PORT=str(telegram_port),
+            APP_FAKE_YOOKASSA_PORT=str(free_port()),
+            APP_FAKE_CRYPTOBOT_PORT=str(free_port()),
         ),
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -116,6 +140,11 @@ def dev_stack(tmp_path_factory):
         )
         wait_for(
             lambda: statuses(running.database).get("failed") == 1, timeout=30, message="the corrupt operation failed"
+        )
+        wait_for(
+            lambda: len(fulfilled(running.database, "renewal")) == 1 and sample_order(running.database) == "fulfilled",
+            timeout=90,
+            message="the daily plan renewed and the sample YooKassa payment's order fulfilled",
         )
         yield running
     finally:
@@ -177,11 +206,15 @@ def test_the_sample_data_fills_the_back_office_with_revenue_per_currency_and_a_w
 
     revenue = get("/v1/panel/overview")["revenue"]["today"]
     assert [row["currency"] for row in revenue] == ["RUB", "USD", "XTR"]
-    assert {row["currency"]: row["amountMinor"] for row in revenue}["RUB"] == 3 * stack.MONTHLY_PRICES["RUB"]
+    # Monthly: the YooKassa customer, the wallet customer, the corrupt order's and the sample payment's;
+    # daily: the wallet customer's purchase and its renewal.
+    rub = 4 * stack.MONTHLY_PRICES["RUB"] + 2 * stack.DAILY_PRICES["RUB"]
+    assert {row["currency"]: row["amountMinor"] for row in revenue}["RUB"] == rub
     (customer,) = get("/v1/panel/customers", q="@" + stack.WALLET_CUSTOMER[1])["customers"]
     assert customer["telegramId"] is not None
     wallet = get(f"/v1/panel/customers/{customer['id']}/wallet")
-    assert wallet["balances"] == [{"currency": "RUB", "amountMinor": stack.TOPUP_MINOR - stack.MONTHLY_PRICES["RUB"]}]
+    spent = stack.MONTHLY_PRICES["RUB"] + 2 * stack.DAILY_PRICES["RUB"]
+    assert wallet["balances"] == [{"currency": "RUB", "amountMinor": stack.TOPUP_MINOR - spent}]
     home = requests.get(dev_stack.base + "/panel", headers=cookie, timeout=5)
     assert home.status_code == 200 and "RUB" in home.text
 
@@ -190,9 +223,31 @@ def no_first_attempt_failed(database, log):
     succeeded = rows(
         database, "SELECT attempt_count FROM fulfillment_operations WHERE status = 'succeeded' AND operation = 'create'"
     )
-    assert [attempts for (attempts,) in succeeded] == [1] * stack.PAID_ORDERS
+    assert len(succeeded) >= stack.PAID_ORDERS
+    assert {attempts for (attempts,) in succeeded} == {1}
     assert rows(database, "SELECT error_code FROM fulfillment_history WHERE status = 'retrying'") == []
     assert "job retryable" not in log
+
+
+def test_the_sample_yookassa_payment_settles_through_the_fakes_webhook_and_the_renewal_from_the_wallet(dev_stack):
+    settled = rows(
+        dev_stack.database,
+        "SELECT e.provider, e.signature_ok, e.outcome, o.status, o.settled_by, s.remote_user_id"
+        " FROM provider_webhook_events e JOIN payment_intents i ON i.id = e.payment_intent_id"
+        " JOIN orders o ON o.id = i.order_id JOIN subscriptions s ON s.id = o.subscription_id"
+        " WHERE e.outcome = 'settled'",
+    )
+    assert len(settled) == 1
+    provider, signature_ok, outcome, status, settled_by, remote_user = settled[0]
+    assert (provider, signature_ok, status, settled_by) == ("yookassa", 1, "fulfilled", "provider_webhook")
+    assert remote_user is not None  # the worker made its user on the fake panel
+    log = dev_stack.log.read_text()
+    assert "the webhook settled order" in log and "completed payment" in log
+    (renewal,) = fulfilled(dev_stack.database, "renewal")
+    renewed_from = rows(dev_stack.database, f"SELECT settled_by FROM orders WHERE id = {renewal[0]}")
+    assert renewed_from == [("renewal",)]
+    # Every paid order became access, the corrupt one aside (its operation failed).
+    assert len(rows(dev_stack.database, "SELECT id FROM orders WHERE status = 'paid'")) == 1
 
 
 def test_no_sample_order_fails_its_first_attempt(dev_stack):
@@ -217,6 +272,8 @@ def test_the_worker_starts_only_once_a_panel_slow_to_come_up_answers(tmp_path):
         APP_FAKE_TELEGRAM_PORT=str(telegram_port),  # the stack's fake Telegram and its bot, unused here
         APP_TELEGRAM_API_URL=f"http://127.0.0.1:{telegram_port}",
         APP_TELEGRAM_BOT_TOKEN=DEV_TOKEN,
+        APP_FAKE_YOOKASSA_PORT=str(free_port()),  # the stack's fake providers, unused here
+        APP_FAKE_CRYPTOBOT_PORT=str(free_port()),
     )
     seeded = subprocess.run([sys.executable, "omniflow.py", "dev-seed"], cwd=ROOT, env=env, capture_output=True)
     assert seeded.returncode == 0, seeded.stderr

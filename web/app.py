@@ -7,6 +7,7 @@ from web import (
     admin,
     backoffice,
     backoffice_codes,
+    backoffice_messages,
     backoffice_pages,
     campaigns,
     checkout,
@@ -40,6 +41,7 @@ def create_app(settings):
     app.merge(openapi.build())
     app.merge(pages.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice_pages.build())
+    app.merge(backoffice_messages.build(settings.support_attachment_dir))
     return app
 
 

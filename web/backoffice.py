@@ -30,9 +30,9 @@ import datetime
 import bottle
 from peewee import fn
 
-from commerce import phase
+from commerce import ledger, phase
 from commerce.customer_search import SearchRejected, find_customers
-from commerce.ledger import WALLET, balance, history
+from commerce.ledger import history
 from commerce.revenue import revenue
 from commerce.refunds import DESTINATIONS as REFUND_DESTINATIONS
 from commerce.refunds import refund_order, refunds_of
@@ -436,10 +436,7 @@ def payments_page(customer, cursor, limit):
 
 def wallet_balances(customer):
     """{currency: balance} of every wallet account the customer has."""
-    accounts = LedgerAccount.select(LedgerAccount.currency).where(
-        LedgerAccount.customer == customer.id, LedgerAccount.kind == WALLET
-    )
-    return {account.currency: balance(customer.id, account.currency) for account in accounts}
+    return ledger.balances(customer.id)
 
 
 def wallet_page(customer, cursor, limit):

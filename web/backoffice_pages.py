@@ -1,5 +1,5 @@
 """The shop's back office in a browser (SPEC 13.14): Home, Customers, and the pages
-of a customer, a subscription, an order and a payment, each linked to the
+of a customer (with their support tickets), a subscription, an order and a payment, each linked to the
 others and to the fulfillment operations they caused; Settings (the
 operator's time zone).
 
@@ -18,6 +18,7 @@ import bottle
 from commerce.customer_search import INVALID_SEARCH
 from commerce.refunds import REFUNDABLE_STATES, refunds_of
 from integrations.payments.amounts import AmountError, exponent, to_decimal_text
+from models.support import SupportTicket
 from ops import operators
 from web import backoffice, references
 from web.pages import page, render
@@ -68,6 +69,8 @@ def show(name, operator, **values):
         payment_page=references.payment_page,
         operation_page=references.operation_page,
         subscription_action=references.subscription_action,
+        campaign_page=references.campaign_page,
+        ticket_page=references.ticket_page,
         **values,
     )
 
@@ -126,7 +129,18 @@ def build():
                 "wallet": wallet,
                 "wallet_next": wallet_next,
             }
-        return show("customer", operator, customer=found, subscriptions=subscriptions, plans=plans, sections=sections)
+        tickets = None
+        if _can(operator, operators.SUPPORT_READ):  # newest first, by the support_tickets_customer index
+            tickets = list(
+                SupportTicket.select()
+                .where(SupportTicket.customer == found.id)
+                .order_by(SupportTicket.id.desc())
+                .limit(SECTION_ROWS)
+            )
+        return show(
+            "customer", operator, customer=found, subscriptions=subscriptions, plans=plans, sections=sections,
+            tickets=tickets,
+        )  # fmt: skip
 
     @app.get("/panel/subscriptions/<subscription_id>")
     @page(operators.SUBSCRIPTIONS_READ)

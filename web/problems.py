@@ -60,6 +60,7 @@ INVALID_VALIDITY = "invalid_validity"
 INVALID_CAMPAIGN_ID = "invalid_campaign_id"
 INVALID_TICKET_ID = "invalid_ticket_id"
 INVALID_TICKET_STATUS = "invalid_ticket_status"
+ATTACHMENT_NOT_FOUND = "attachment_not_found"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 

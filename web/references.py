@@ -44,6 +44,14 @@ def operation_page(operation_id):
     return f"/panel/system/operations/{int(operation_id)}"
 
 
+def campaign_page(campaign_id):
+    return f"/panel/campaigns/{int(campaign_id)}"
+
+
+def ticket_page(ticket_id):
+    return f"/panel/support/tickets/{int(ticket_id)}"
+
+
 def linked(key):
     """Safe HTML: the key, escaped, with the order or subscription it names as a link."""
     text = key or ""

@@ -5,8 +5,8 @@ GET  /v1/panel/support/tickets?status=&limit=     tickets, most recently active 
 GET  /v1/panel/support/tickets/{id}               a ticket, its messages and their attachments (support.read)
 POST /v1/panel/support/tickets/{id}/replies {text} a reply (support.write, X-Operator-Reason, audited)
 
-Attachments are listed by digest, size and type; their files stay on the
-attachment volume (nothing here serves them yet).
+Attachments are listed by digest, size and type; the Support pages serve
+their files to operators (web/backoffice_messages.py).
 """
 
 import bottle

@@ -42,7 +42,6 @@ from commerce import providers as methods
 from commerce.checkout import MAINTENANCE_ACTIVE, CheckoutRejected, checkout
 from commerce.orders import OrderRejected, create_order
 from commerce.payments import REPLAYED, SETTLED
-from commerce.stars import CURRENCY as STARS_CURRENCY
 from commerce.stars import (
     AMOUNT_MISMATCH,
     ORDER_NOT_PENDING,
@@ -51,6 +50,7 @@ from commerce.stars import (
     precheck_stars,
     settle_stars_payment,
 )
+from commerce.stars import CURRENCY as STARS_CURRENCY
 from models.base import utcnow
 from models.bot import CHECKOUT_SESSION_TTL, BotCheckoutSession
 from models.commerce import Order
@@ -62,7 +62,7 @@ PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
 PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
 
 
-def _refuse_plainly(context, query, key, **values):
+def refuse_plainly(context, query, key, **values):
     """A purchase refused with a message in the chat (not only a button's alert), nothing written."""
     return Refused(
         Answer("callback", query.id),
@@ -77,13 +77,14 @@ def _plan_offers(context):
         if not prices:
             continue
         shown = " · ".join(texts.money(amount, currency) for currency, amount in sorted(prices.items()))
-        offers.append((plan.id, context.text("plan_button", plan=plan.name, days=plan.duration_days, prices=shown)))
+        duration = texts.duration(context.language, plan.duration_days)
+        offers.append((plan.id, context.text("plan_button", plan=plan.name, duration=duration, prices=shown)))
     return offers
 
 
 def on_buy(query, context):
     if maintenance.is_active():
-        raise _refuse_plainly(context, query, "maintenance")
+        raise refuse_plainly(context, query, "maintenance")
     chat, message_id = query.message.chat.id, query.message.message_id
     offers = _plan_offers(context)
     text = context.text("plans_header" if offers else "plans_none")
@@ -125,15 +126,15 @@ def _purchasable(context, query, plan_id):
     try:
         plan = catalogue.purchasable_plan(plan_id)
     except catalogue.CatalogueError:
-        raise _refuse_plainly(context, query, "purchase_refused") from None
+        raise refuse_plainly(context, query, "purchase_refused") from None
     if plan.trial:
-        raise _refuse_plainly(context, query, "purchase_refused")
+        raise refuse_plainly(context, query, "purchase_refused")
     return plan
 
 
 def on_plan(query, context, plan_id):
     if maintenance.is_active():
-        raise _refuse_plainly(context, query, "maintenance")
+        raise refuse_plainly(context, query, "maintenance")
     plan = _purchasable(context, query, plan_id)
     choices = payment_choices(context, plan)
     text = context.text("methods_header" if choices else "methods_none", plan=plan.name)
@@ -147,7 +148,7 @@ def on_plan(query, context, plan_id):
 def on_gift(query, context, plan_id):
     """A plan's ways of paying for a gift card of it."""
     if maintenance.is_active():
-        raise _refuse_plainly(context, query, "maintenance")
+        raise refuse_plainly(context, query, "maintenance")
     plan = _purchasable(context, query, plan_id)
     choices = payment_choices(context, plan)
     text = context.text("gift_methods_header" if choices else "methods_none", plan=plan.name)
@@ -158,7 +159,7 @@ def on_gift(query, context, plan_id):
 
 def on_pay(query, context, plan_id, method, currency, kind="purchase"):
     if maintenance.is_active():
-        raise _refuse_plainly(context, query, "maintenance")
+        raise refuse_plainly(context, query, "maintenance")
     plan = _purchasable(context, query, plan_id)
     chat = query.message.chat.id
     key = f"bot:{context.update_id}"
@@ -167,14 +168,14 @@ def on_pay(query, context, plan_id, method, currency, kind="purchase"):
         order = _hosted_order(context, query, plan, method, currency, shop, key, kind)
         _close_cart(context, chat, plan, method, currency, order.id)
         context.answer_callback(query.id)
-        context.later(lambda: _payment_page(context, chat, plan, method, currency, key, shop, kind))
+        context.later(lambda: payment_page(context, chat, kind, method, currency, key, shop, plan=plan))
         return
     try:
         made = checkout(
             shop.providers, shop.public_url, context.customer.id, kind, method, currency, plan_id=plan.id, key=key
         )
     except CheckoutRejected as rejected:
-        raise _refusal_for(context, query, rejected.code) from None
+        raise refusal_for(context, query, rejected.code) from None
     _close_cart(context, chat, plan, method, currency, made.order_id)
     context.answer_callback(query.id)
     price = texts.money(made.amount_minor, made.currency)
@@ -187,23 +188,23 @@ def on_pay(query, context, plan_id, method, currency, kind="purchase"):
         context.send(chat, paid, keyboards.back(context.language))
 
 
-def _refusal_for(context, query, code):
+def refusal_for(context, query, code):
     if code == MAINTENANCE_ACTIVE:
-        return _refuse_plainly(context, query, "maintenance")
+        return refuse_plainly(context, query, "maintenance")
     if code == ledger.INSUFFICIENT_FUNDS:
-        return _refuse_plainly(context, query, "insufficient_funds")
+        return refuse_plainly(context, query, "insufficient_funds")
     logger.info("a purchase was refused", extra={"error": code})
-    return _refuse_plainly(context, query, "purchase_refused")
+    return refuse_plainly(context, query, "purchase_refused")
 
 
 def _hosted_order(context, query, plan, method, currency, shop, key, kind):
     """The pending order a provider's payment will pay, checked as checkout checks it."""
     if not methods.offered(shop.providers, method) or not methods.accepts(method, currency):
-        raise _refuse_plainly(context, query, "purchase_refused")
+        raise refuse_plainly(context, query, "purchase_refused")
     try:
         return create_order(context.customer.id, kind, currency, plan_id=plan.id, provider=method, key=key)
     except OrderRejected as rejected:
-        raise _refusal_for(context, query, rejected.code) from None
+        raise refusal_for(context, query, rejected.code) from None
 
 
 def _open_cart(context, chat, plan):
@@ -244,19 +245,23 @@ def _close_cart(context, chat, plan, method, currency, order_id):
     )
 
 
-def _payment_page(context, chat, plan, method, currency, key, shop, kind):
-    """After the commit: the payment at the provider (found again by the order's key) and its link."""
+def payment_page(context, chat, kind, method, currency, key, shop, plan=None, amount_minor=None):
+    """After the commit: the payment at the provider for the order the update made (a purchase of
+    `plan`, or a top-up of `amount_minor`; checkout finds it again by its key) and its link."""
     try:
         made = checkout(
-            shop.providers, shop.public_url, context.customer.id, kind, method, currency, plan_id=plan.id, key=key
-        )
+            shop.providers, shop.public_url, context.customer.id, kind, method, currency,
+            plan_id=None if plan is None else plan.id, amount_minor=amount_minor, key=key,
+        )  # fmt: skip
     except CheckoutRejected as rejected:
         logger.warning("a payment page could not be made", extra={"error": rejected.code})
         key_text = "maintenance" if rejected.code == MAINTENANCE_ACTIVE else "payment_unavailable"
         return [Answer("send", chat, context.text(key_text))]
-    text = context.text(
-        "pay_by_link", order=made.order_id, plan=plan.name, price=texts.money(made.amount_minor, made.currency)
-    )
+    price = texts.money(made.amount_minor, made.currency)
+    if plan is None:
+        text = context.text("topup_by_link", order=made.order_id, amount=price)
+    else:
+        text = context.text("pay_by_link", order=made.order_id, plan=plan.name, price=price)
     return [Answer("send", chat, text, keyboards.payment_link(context.language, made.confirmation_url))]
 
 
@@ -306,8 +311,8 @@ def on_press(query, context, press):
     if not membership.current().allowed(query.from_user.id):
         channel = membership.current().channel
         if channel.startswith("@"):
-            raise _refuse_plainly(context, query, "channel_required", channel=channel)
-        raise _refuse_plainly(context, query, "channel_required_unnamed")
+            raise refuse_plainly(context, query, "channel_required", channel=channel)
+        raise refuse_plainly(context, query, "channel_required_unnamed")
     if press.action == keyboards.BUY:
         on_buy(query, context)
     elif press.action == keyboards.PLAN:

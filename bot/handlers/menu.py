@@ -1,8 +1,8 @@
-"""The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions,
-support, codes and the trial) or answered here."""
+"""The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions
+and their auto-renew switch, the wallet and its top-ups, support, codes and the trial) or answered here."""
 
 from bot import keyboards
-from bot.handlers import buy, codes, subscriptions, support
+from bot.handlers import buy, codes, subscriptions, support, wallet
 from commerce import customers
 
 BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY, keyboards.GIFT, keyboards.GIFT_PAY)
@@ -21,6 +21,15 @@ def on_press(query, context):
         return
     if press.action == keyboards.QR_CODE:
         subscriptions.on_qr(query, context, press.argument)
+        return
+    if press.action == keyboards.AUTO_RENEW:
+        subscriptions.on_auto_renew(query, context, press.argument)
+        return
+    if press.action == keyboards.WALLET:
+        wallet.on_wallet(query, context)
+        return
+    if press.action == keyboards.TOPUP:
+        wallet.on_topup(query, context, press.argument)
         return
     chat, message_id = query.message.chat.id, query.message.message_id
     if press.action == keyboards.MENU:

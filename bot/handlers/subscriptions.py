@@ -13,6 +13,7 @@ import logging
 
 from bot import keyboards, qr, services, texts
 from bot.updates import Answer
+from commerce import customers
 from commerce.phase import standings
 from models.commerce import Plan, Subscription
 
@@ -30,9 +31,10 @@ def traffic_text(used_bytes):
 
 
 def rows_of(customer):
-    """[(subscription id, remote user id, plan name, phase, ends_at)] of a customer's subscriptions, by slot."""
+    """[(subscription id, remote user id, plan name, phase, ends_at, auto_renew)] of a customer's
+    subscriptions, by slot."""
     subscriptions = list(
-        Subscription.select(Subscription.id, Subscription.remote_user_id)
+        Subscription.select(Subscription.id, Subscription.remote_user_id, Subscription.auto_renew)
         .where(Subscription.customer == customer.id)
         .order_by(Subscription.slot)
     )
@@ -52,6 +54,7 @@ def rows_of(customer):
                 plans[entitlement.plan_id],
                 standing[subscription.id].phase,
                 entitlement.ends_at,
+                subscription.auto_renew,
             )
         )
     return rows
@@ -67,10 +70,13 @@ def on_subscriptions(query, context):
     context.later(lambda: [_shown(context, chat, message_id, rows)])
 
 
-def _shown(context, chat, message_id, rows):
+def _shown(context, chat, message_id, rows, said=None):
     lines, with_links = [context.text("subscriptions_header")], []
+    if said:
+        lines.insert(0, said + "\n")
     unavailable = False
-    for number, (subscription_id, remote_user_id, plan, phase, ends_at) in enumerate(rows, 1):
+    switches = [(number, row[0], row[5]) for number, row in enumerate(rows, 1)]
+    for number, (subscription_id, remote_user_id, plan, phase, ends_at, _) in enumerate(rows, 1):
         remote = None
         if remote_user_id:
             try:
@@ -89,10 +95,25 @@ def _shown(context, chat, message_id, rows):
         )
         if remote is not None:
             lines.append(context.text("subscription_link", link=remote.subscription_url))
-            with_links.append(subscription_id)
+            with_links.append((number, subscription_id))
     if unavailable:
         lines.append(context.text("link_unavailable"))
-    return Answer("edit", (chat, message_id), "\n".join(lines), keyboards.subscriptions(context.language, with_links))
+    shown = keyboards.subscriptions(context.language, with_links, switches)
+    return Answer("edit", (chat, message_id), "\n".join(lines), shown)
+
+
+def on_auto_renew(query, context, argument):
+    """Auto-renew on or off for one of the presser's own subscriptions (another's is refused like
+    a forged button); the renewal pass (commerce/passes/renewal.py) reads the switch."""
+    subscription_id, _, state = argument.partition(":")
+    if not customers.set_auto_renew(context.customer, subscription_id, state == "on"):
+        raise context.refusal("callback_refused")
+    chat, message_id = query.message.chat.id, query.message.message_id
+    rows = rows_of(context.customer)
+    plan = next((row[2] for row in rows if row[0] == subscription_id), "")
+    said = context.text("auto_renew_on" if state == "on" else "auto_renew_off", plan=plan)
+    context.answer_callback(query.id)
+    context.later(lambda: [_shown(context, chat, message_id, rows, said)])
 
 
 def phase_text(language, phase):

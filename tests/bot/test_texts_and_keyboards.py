@@ -34,7 +34,12 @@ def test_every_button_the_bot_makes_parses_back_to_its_action():
             keyboards.back(language),
             keyboards.plans(language, [(7, "Monthly")]),
             keyboards.payment_methods(language, 7, [(method, "XTR", method) for method in keyboards.PAYMENT_METHODS]),
-            keyboards.subscriptions(language, ["0b1f9a6e-3c2d-4e5f-8a9b-0c1d2e3f4a5b"]),
+            keyboards.subscriptions(
+                language,
+                [(1, "0b1f9a6e-3c2d-4e5f-8a9b-0c1d2e3f4a5b")],
+                [(1, "0b1f9a6e-3c2d-4e5f-8a9b-0c1d2e3f4a5b", True), (2, "1b1f9a6e-3c2d-4e5f-8a9b-0c1d2e3f4a5b", False)],
+            ),
+            keyboards.wallet(language, [("yookassa", "RUB", 30000, "x"), ("cryptobot", "USD", 500, "y")]),
         )
         for markup in made:
             for row in markup.keyboard:
@@ -45,7 +50,9 @@ def test_every_button_the_bot_makes_parses_back_to_its_action():
 @pytest.mark.parametrize(
     "raw",
     ["", "menu:x", "lang:fr", "subs:", "unknown", "lang:ru:1", "é" * 40, None, 5, "buy:1", "plan:01", "plan:-1",
-     "pay:1:stars", "pay:1:stars:XTR:1", "pay:1:card:RUB", "qr:1", "qr:../x", "plan:" + "9" * 19],
+     "pay:1:stars", "pay:1:stars:XTR:1", "pay:1:card:RUB", "qr:1", "qr:../x", "plan:" + "9" * 19,
+     "topup:yookassa:RUB", "topup:yookassa:rub:100", "topup:stars:XTR:100", "renew:1:on", "wallet:1",
+     "renew:0b1f9a6e-3c2d-4e5f-8a9b-0c1d2e3f4a5b:maybe"],
 )  # fmt: skip
 def test_callback_data_the_bot_did_not_make_is_refused(raw):
     assert keyboards.parse(raw) is None

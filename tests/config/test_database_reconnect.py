@@ -71,3 +71,37 @@ def test_a_pooled_connection_the_server_cut_while_idle_is_never_handed_out(pg_da
     assert unanswered_for() == 0
     db.close()
     assert all(connection.closed == 0 for _, _, connection in pg_database._connections)
+
+
+def _silent_server():
+    """A port whose connections are accepted by the kernel and never answered: a server that hangs."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    return listener
+
+
+def test_a_server_that_never_answers_fails_the_connection_after_the_connect_timeout(monkeypatch):
+    import time
+
+    from config import database
+    from config.settings import DatabaseTarget
+
+    monkeypatch.setattr(database, "PG_CONNECT_TIMEOUT_S", 1)
+    listener = _silent_server()
+    try:
+        port = listener.getsockname()[1]
+        silent = database.open_database(DatabaseTarget("postgres", dsn=f"postgresql://postgres@127.0.0.1:{port}/x"))
+        started = time.monotonic()
+        with pytest.raises(OperationalError, match="timeout"):
+            silent.connect()
+        assert time.monotonic() - started < 5
+        # A DATABASE_URL that sets its own connect_timeout keeps it.
+        own = database.open_database(
+            DatabaseTarget("postgres", dsn=f"postgresql://postgres@127.0.0.1:{port}/x?connect_timeout=3")
+        )
+        assert "connect_timeout" not in own.connect_params
+    finally:
+        listener.close()

@@ -12,6 +12,7 @@ from commerce.catalogue import plan_prices
 from commerce.settlement import settle_order
 from fulfillment.desired_state import DesiredState
 from models.base import utcnow
+from models.commerce import Order
 from models.fulfillment import Entitlement, FulfillmentOperation
 from models.jobs import Job
 from models.ledger import LedgerTransaction
@@ -118,3 +119,27 @@ def test_a_downgrade_waits_for_the_period_end_and_then_applies_without_a_reset(p
     assert done.state == "completed"
     assert panel.user(username)["hwidDeviceLimit"] == 1
     assert phase.standings([subscription.id])[subscription.id].entitlement.id == downgrade.entitlement_id
+
+
+def test_a_purchase_superseded_before_it_reached_the_panel_is_fulfilled_by_the_period_continuing_it(panel):
+    """An extension settled while the purchase still waited for the worker, and the worker ran the
+    extension's create first: it makes the user and supersedes the purchase's period, whose create
+    is then cancelled and never records. Both orders end fulfilled: nothing paid stays `paid`
+    with what it bought delivered."""
+    customer = commerce.customer()
+    basic = plan("basic", 1000)
+    bought = settle(basic, customer)
+    subscription = Entitlement.get_by_id(bought.entitlement_id).subscription
+    extended = settle(basic, customer, "extension", subscription)
+
+    run(extended.operation_id)
+    run(bought.operation_id)
+
+    assert FulfillmentOperation.get_by_id(extended.operation_id).status == "succeeded"
+    cancelled = FulfillmentOperation.get_by_id(bought.operation_id)
+    assert (cancelled.status, cancelled.last_error_code) == ("cancelled", "entitlement_superseded")
+    assert [Order.get_by_id(o).status for o in (bought.order_id, extended.order_id)] == ["fulfilled", "fulfilled"]
+    (user,) = panel.users()
+    assert user["expireAt"].startswith(
+        Entitlement.get_by_id(extended.entitlement_id).ends_at.isoformat(timespec="seconds")
+    )

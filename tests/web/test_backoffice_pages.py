@@ -85,6 +85,9 @@ def test_subscription_order_and_payment_pages_link_to_each_other(web, shop_world
     assert f'href="/panel/subscriptions/{subscription.id}"' in order_page
     assert f'href="/panel/payments/{shop_world["intent"].id}"' in order_page
     assert f"/v1/panel/orders/{order.id}/refund" in order_page and 'data-places="2"' in order_page
+    # Where the refund goes: the API's default (back where it was paid) unless the wallet is chosen.
+    assert re.search(r'<select name="to" data-field="to"[^>]*>\s*<option value="" selected>', order_page)
+    assert '<option value="wallet">' in order_page
     assert "provider_clearing:yookassa" in order_page
     payment_page = page(web, f"/panel/payments/{shop_world['intent'].id}", headers).text
     assert f'href="/panel/orders/{order.id}"' in payment_page

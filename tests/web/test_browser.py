@@ -1,8 +1,8 @@
 """SPEC 4.4 and 13.14 in a real browser: headless Chromium (Debian's, driven by
 Playwright) signs in, opens System → Operations, retries a failed operation with a
 reason and sees it move to pending; finds a customer, opens their page, follows an
-order to its operation and back, and refunds part of it. Screenshots go to
-tests/artifacts/."""
+order to its operation and back, refunds part of it and the rest to the wallet; reads a support ticket with its
+photo, replies, and queues an announcement. Screenshots go to tests/artifacts/."""
 
 import shutil
 from pathlib import Path
@@ -126,7 +126,9 @@ def test_with_app_cookie_secure_false_sign_in_works_over_plain_http_from_another
 
 def test_an_operator_finds_a_customer_follows_an_order_to_its_operation_and_refunds_part_of_it(web, browser):
     from models.commerce import Order
+    from models.payments import Refund
     from tests.support import sales
+    from web import backoffice
 
     api.operator("alice", api.EVERYTHING)
     buyer = sales.customer("Alice Shopper", "alice_shop")
@@ -163,3 +165,81 @@ def test_an_operator_finds_a_customer_follows_an_order_to_its_operation_and_refu
     assert (refunded.status, refunded.refunded_amount_minor) == ("partially_refunded", 150)
     audit = AuditEvent.get(AuditEvent.action == "panel.order.refunded")
     assert (audit.actor, audit.reason) == ("operator:alice", "one day of outage")
+
+    # The rest of it to the customer's wallet instead of back to the card.
+    form = page.locator("#refund")
+    form.locator("select[name=to]").select_option("wallet")
+    form.locator("input[name=reason]").fill("customer asked for wallet credit")
+    with page.expect_navigation():
+        form.locator("button", has_text="Refund").click()
+    assert page.locator("#order-status").inner_text() == "refunded"
+    assert "wallet (yookassa)" in page.locator("#refunds").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "order-after-refund-to-wallet.png"), full_page=True)
+    refunds = Refund.select().where(Refund.order == order.id).order_by(Refund.id)
+    assert [(r.destination, r.amount_minor) for r in refunds] == [("provider", 150), ("wallet", 29750)]
+    assert backoffice.wallet_balances(buyer) == {"RUB": 29750}
+
+
+def test_an_operator_reads_a_ticket_with_its_photo_replies_and_queues_an_announcement(database, browser, tmp_path):
+    import io
+
+    import segno
+
+    from models.campaigns import Campaign
+    from models.support import SupportMessage
+    from ops import support
+    from tests.support import sales
+    from tests.web.conftest import serving
+
+    api.operator("alice", api.EVERYTHING)
+    buyer = sales.customer("Alice Shopper", "alice_shop")
+    picture = io.BytesIO()
+    segno.make("the error the customer saw").save(picture, kind="png", scale=6)
+    digest = support.store_file(str(tmp_path), picture.getvalue())
+    ticket = support.customer_writes(buyer.id, buyer.telegram_id, "The app says this:",
+                                     [(digest, len(picture.getvalue()), "image/png")])[0]  # fmt: skip
+    with serving({"APP_SUPPORT_ATTACHMENT_DIR": str(tmp_path)}) as base:
+        page = browser.new_page()
+        sign_in(page, base)
+        page.wait_for_url("**/panel")
+        page.click("nav >> text=Support")
+        page.wait_for_url("**/panel/support")
+        page.locator(f'tr[data-ticket="{ticket.id}"] a', has_text=str(ticket.id)).click()
+        page.wait_for_url(f"**/panel/support/tickets/{ticket.id}")
+        photo = page.locator(f'.attachment[data-digest="{digest}"] img')
+        photo.wait_for(state="visible")
+        # Served by the attachment route and decoded by the browser: a picture, not a broken image.
+        assert photo.evaluate("img => img.complete && img.naturalWidth") > 0
+        reply = page.locator("#reply")
+        reply.locator("textarea[name=text]").fill("Thanks, we are on it: reinstall the profile, please.")
+        reply.locator("input[name=reason]").fill("customer support")
+        with page.expect_navigation():
+            reply.locator("button", has_text="Send").click()
+        assert page.locator("#ticket-status").inner_text() == "answered"
+        assert "reinstall the profile" in page.locator(".message.operator").inner_text()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "support-ticket-after-reply.png"), full_page=True)
+        sent = SupportMessage.get(SupportMessage.author == "operator")
+        assert (sent.ticket_id, sent.push_status, sent.operator_username) == (ticket.id, "pending", "alice")
+        audit = AuditEvent.get(AuditEvent.action == "support.replied")
+        assert (audit.actor, audit.reason) == ("operator:alice", "customer support")
+
+        page.click("nav >> text=Campaigns")
+        page.wait_for_url("**/panel/campaigns")
+        form = page.locator("#new-campaign")
+        form.locator("select[name=kind]").select_option("announcement")
+        form.locator("textarea[name=text]").fill("Maintenance tonight at 02:00 UTC.")
+        form.locator("textarea[name=customerIds]").fill(buyer.id)
+        form.locator("input[name=reason]").fill("planned maintenance")
+        with page.expect_navigation():
+            form.locator("button", has_text="Queue it").click()
+        campaign = Campaign.get()
+        assert (campaign.kind, campaign.recipients) == ("announcement", 1)
+        assert campaign.text == "Maintenance tonight at 02:00 UTC."
+        page.locator(f'tr[data-campaign="{campaign.id}"] a').first.click()
+        page.wait_for_url(f"**/panel/campaigns/{campaign.id}")
+        assert page.locator("#count-pending").inner_text() == "1"
+        assert page.locator("#campaign-text").inner_text() == "Maintenance tonight at 02:00 UTC."
+        page.screenshot(path=str(ARTIFACTS / "campaign.png"), full_page=True)
+        audit = AuditEvent.get(AuditEvent.action == "campaign.created")
+        assert (audit.actor, audit.reason) == ("operator:alice", "planned maintenance")

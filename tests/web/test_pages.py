@@ -18,7 +18,7 @@ from tests.web import test_panel_api as api
 from web.pages import drift_value
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOP_NAVIGATION = ["Home", "Customers"]
+SHOP_NAVIGATION = ["Home", "Customers", "Campaigns", "Support"]
 NAVIGATION = ["Operations", "Drift", "Outbox", "Queue"]
 PAGES = ["/panel/system/operations", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue"]
 WEBHOOK_SECRET = "whsec_bGVha3ktd2ViaG9vay1zaWduaW5nLXNlY3JldC0wMDE="
@@ -38,7 +38,8 @@ def test_without_a_session_every_page_sends_the_browser_to_the_login_page(web):
 
 def test_the_navigation_is_shop_then_system_as_the_readme_names_them(web):
     headers = api.session_of(web)
-    for path, title in zip(["/panel", "/panel/customers"] + PAGES, SHOP_NAVIGATION + NAVIGATION):
+    shop_pages = ["/panel", "/panel/customers", "/panel/campaigns", "/panel/support"]
+    for path, title in zip(shop_pages + PAGES, SHOP_NAVIGATION + NAVIGATION, strict=True):
         text = page(web, path, headers).text
         shop, system = re.findall(r"<nav[^>]*>(.*?)</nav>", text, re.DOTALL)
         assert ">Shop<" in shop and re.findall(r">([^<>]+)</a>", shop) == SHOP_NAVIGATION
@@ -181,6 +182,13 @@ def test_no_shop_page_or_answer_shows_a_link_a_provider_secret_a_card_number_squ
         body=json.dumps({"card": CARD_NUMBERS[0], "secret": PROVIDER_SECRET, "url": api.SUBSCRIPTION_URL}).encode(),
     )
     emit_event("order.paid", {"subscriptionUrl": api.SUBSCRIPTION_URL, "card": CARD_NUMBERS[1]})
+    # A campaign that reached the buyer and a ticket of theirs: their pages name the customer, never what the
+    # customer's records hold.
+    from ops.campaigns import create_campaign
+    from ops.support import customer_writes
+
+    campaign = create_campaign("announcement", "Maintenance tonight.", "operator:alice", "leak check")
+    ticket = customer_writes(buyer.id, buyer.telegram_id, "Is my access still fine?")[0]
     headers = {**api.session_of(web), **api.REASON}
     pages = [
         "/panel",
@@ -192,6 +200,10 @@ def test_no_shop_page_or_answer_shows_a_link_a_provider_secret_a_card_number_squ
         "/panel/settings",
         *PAGES,
         f"/panel/system/operations/{settlement.operation_id}",
+        "/panel/campaigns",
+        f"/panel/campaigns/{campaign.id}",
+        "/panel/support",
+        f"/panel/support/tickets/{ticket.id}",
     ]
     answers = [page(web, path, headers) for path in pages]
     answers.append(page(web, "/panel/customers", headers, q=subscription.remote_username))

@@ -32,6 +32,25 @@
 </table>
 % end
 
+<h2>Support tickets</h2>
+% if tickets is None:
+<p class="muted">Support tickets need the support.read permission.</p>
+% elif not tickets:
+<div class="empty">No support ticket.</div>
+% else:
+<table id="tickets">
+  <tr><th>ticket</th><th>status</th><th>opened</th><th>last activity</th></tr>
+  % for ticket in tickets:
+  <tr data-ticket="{{ticket.id}}">
+    <td><a href="{{ticket_page(ticket.id)}}">{{ticket.id}}</a></td>
+    <td class="status-{{ticket.status}}">{{ticket.status}}</td>
+    <td class="muted">{{iso(ticket.created_at)}}</td>
+    <td class="muted">{{iso(ticket.updated_at)}}</td>
+  </tr>
+  % end
+</table>
+% end
+
 % if sections is None:
 <p class="muted">Orders, payments and the wallet need the payments.read permission.</p>
 % else:

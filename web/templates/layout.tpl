@@ -40,6 +40,14 @@
   .phase-active, .phase-expiring { color: var(--ok); font-weight: 600; }
   .phase-failed, .phase-expired { color: var(--bad); font-weight: 600; }
   .phase-provisioning, .phase-grace, .phase-paused { color: #b54708; font-weight: 600; }
+  .status-sent, .status-done, .status-answered { color: var(--ok); }
+  .status-unreachable, .status-sending, .status-open { color: #b54708; }
+  .message { margin-bottom: 10px; padding: 10px 12px; background: #fff; border: 1px solid var(--line); border-radius: 6px; }
+  .message.operator { margin-left: 48px; background: #f4f7ff; }
+  .message .text { white-space: pre-wrap; overflow-wrap: anywhere; margin: 6px 0 0; }
+  .message img { display: block; max-width: 320px; max-height: 320px; margin-top: 8px; border: 1px solid var(--line); }
+  textarea { font: inherit; padding: 6px 8px; border: 1px solid var(--line); border-radius: 6px; width: 100%; }
+  form.stacked { display: grid; gap: 8px; max-width: 720px; }
 </style>
 </head>
 <body>
@@ -48,7 +56,7 @@
   <strong>Omniflow</strong>
   <nav aria-label="Shop">
     <span class="section">Shop</span>
-    % for href, label in (("/panel", "Home"), ("/panel/customers", "Customers")):
+    % for href, label in (("/panel", "Home"), ("/panel/customers", "Customers"), ("/panel/campaigns", "Campaigns"), ("/panel/support", "Support")):
     <a href="{{href}}" class="{{'here' if here == href else ''}}">{{label}}</a>
     % end
   </nav>
@@ -87,13 +95,21 @@
     const reason = form.querySelector("input[name=reason]").value.trim();
     const button = event.submitter || form.querySelector("button");
     const headers = { "X-Operator-Reason": reason };
-    let body = button.dataset.body;
+    let values = button.dataset.body ? JSON.parse(button.dataset.body) : null;
     const amount = form.querySelector("input[name=amount]");
     if (amount && amount.value.trim()) {
       const minor = toMinor(amount.value.trim(), Number(form.dataset.places));
       if (minor === null) { form.querySelector(".error").textContent = "not an amount in this currency"; return; }
-      body = JSON.stringify({ amountMinor: minor });
+      values = { ...values, amountMinor: minor };
     }
+    // Other fields go into the body under their data-field name; an empty one is left out, so the API's
+    // default applies (a refund back where it was paid, a campaign to every reachable customer).
+    form.querySelectorAll("[data-field]").forEach((field) => {
+      if (!field.value.trim()) return;
+      const value = "list" in field.dataset ? field.value.split(/[\s,]+/).filter(Boolean) : field.value;
+      values = { ...values, [field.dataset.field]: value };
+    });
+    const body = values ? JSON.stringify(values) : undefined;
     if (body) headers["Content-Type"] = "application/json";
     const answer = await fetch(button.dataset.action, { method: "POST", headers, body: body || undefined });
     if (answer.ok) { location.reload(); return; }

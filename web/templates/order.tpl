@@ -15,10 +15,14 @@
 % if can_refund:
 <form class="inline operator-change panel-box" id="refund" data-places="{{places}}">
   <input name="amount" placeholder="all: {{money(left, order.currency)}}" size="18" aria-label="amount to refund, in {{order.currency}}">
+  <select name="to" data-field="to" aria-label="where the refund goes">
+    <option value="" selected>back where it was paid</option>
+    <option value="wallet">to the customer's wallet</option>
+  </select>
   <input name="reason" placeholder="reason" required size="30" aria-label="reason for the refund">
   <button type="submit" class="danger" data-action="/v1/panel/orders/{{order.id}}/refund" data-body='{}'>Refund</button>
   <span class="error" style="color:var(--bad)"></span>
-  <span class="muted">Leave the amount empty to refund all that is left; in full, the access is revoked.</span>
+  <span class="muted">Leave the amount empty to refund all that is left; in full, the access is revoked. To the wallet, the customer can spend it in the bot at once.</span>
 </form>
 % end
 

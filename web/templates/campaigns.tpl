@@ -1,0 +1,47 @@
+% rebase("layout", title="Campaigns", operator=operator, here="/panel/campaigns")
+<h1>Campaigns</h1>
+<form class="stacked operator-change panel-box" id="new-campaign">
+  <strong>Queue a campaign or an announcement</strong>
+  <label>Kind
+    <select name="kind" data-field="kind" aria-label="kind">
+      % for kind in kinds:
+      <option value="{{kind}}">{{kind}}</option>
+      % end
+    </select>
+  </label>
+  <span class="muted">A campaign (marketing) leaves out customers an operator blocked; an announcement (service news) reaches them too. Neither reaches a customer who blocked the bot.</span>
+  <textarea name="text" data-field="text" rows="4" maxlength="{{max_text}}" required placeholder="the message, as the customers will read it in Telegram" aria-label="text"></textarea>
+  <textarea name="customerIds" data-field="customerIds" data-list rows="2" placeholder="only these customer ids (spaces or commas between them); empty: everyone reachable" aria-label="customer ids"></textarea>
+  <div class="inline" style="display:flex;gap:6px;align-items:center">
+    <input name="reason" placeholder="reason" required size="40" aria-label="reason for the campaign">
+    <button type="submit" data-action="/v1/panel/campaigns">Queue it</button>
+    <span class="error" style="color:var(--bad)"></span>
+  </div>
+  <span class="muted">The bot starts sending at once, at the configured rate; there is no stopping it once queued.</span>
+</form>
+% if not rows:
+<div class="empty">No campaign yet.</div>
+% else:
+<table id="campaigns">
+  <tr><th>campaign</th><th>kind</th><th>status</th><th>recipients</th><th>sent</th><th>failed</th><th>unreachable</th><th>waiting</th><th>by</th><th>queued</th><th>done</th></tr>
+  % for campaign in rows:
+  % count = counts[campaign.id]
+  <tr data-campaign="{{campaign.id}}">
+    <td><a href="{{campaign_page(campaign.id)}}">{{campaign.id}}</a></td>
+    <td>{{campaign.kind}}</td>
+    <td class="status-{{campaign.status}}">{{campaign.status}}</td>
+    <td>{{campaign.recipients}}</td>
+    <td>{{count["sent"]}}</td>
+    <td class="{{'status-failed' if count['failed'] else ''}}">{{count["failed"]}}</td>
+    <td>{{count["unreachable"]}}</td>
+    <td>{{count["pending"] + count["sending"]}}</td>
+    <td class="code">{{campaign.created_by}}</td>
+    <td class="muted">{{iso(campaign.created_at)}}</td>
+    <td class="muted">{{iso(campaign.finished_at) or "–"}}</td>
+  </tr>
+  % end
+</table>
+% end
+% if next_cursor:
+<p><a href="?cursor={{next_cursor}}">Older →</a></p>
+% end
