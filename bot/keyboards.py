@@ -21,6 +21,8 @@ LANGUAGE = "lang"
 BUY = "buy"
 PLAN = "plan"  # plan:<plan id>: the ways to pay for it
 PAY = "pay"  # pay:<plan id>:<method>:<currency>
+GIFT = "gift"  # gift:<plan id>: the ways to pay for a gift card of it
+GIFT_PAY = "gpay"  # gpay:<plan id>:<method>:<currency>: a gift card of it, paid that way
 QR_CODE = "qr"  # qr:<subscription id>: its link as a QR code image
 
 PAYMENT_METHODS = ("stars", "wallet", "yookassa", "cryptobot")
@@ -42,6 +44,8 @@ ACTIONS = {
     BUY: None,
     PLAN: re.compile(_ID),
     PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
+    GIFT: re.compile(_ID),
+    GIFT_PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
     QR_CODE: re.compile(_UUID),
     SUPPORT: None,
     CODE: None,
@@ -120,10 +124,14 @@ def plans(language, offers):
     return _markup(rows)
 
 
-def payment_methods(language, plan_id, choices):
-    """One button per way of paying: [(method, currency, label)]."""
-    rows = [[(label, data(PAY, f"{plan_id}:{method}:{currency}"))] for method, currency, label in choices]
-    rows.append([(texts.text(language, "button_back"), data(BUY))])
+def payment_methods(language, plan_id, choices, gift=False):
+    """One button per way of paying: [(method, currency, label)]. A plan's own screen also offers it as a
+    gift card (to the gift screen, whose buttons pay for the card and lead back to the plan)."""
+    pay = GIFT_PAY if gift else PAY
+    rows = [[(label, data(pay, f"{plan_id}:{method}:{currency}"))] for method, currency, label in choices]
+    if choices and not gift:
+        rows.append([(texts.text(language, "button_gift"), data(GIFT, str(plan_id)))])
+    rows.append([(texts.text(language, "button_back"), data(PLAN, str(plan_id)) if gift else data(BUY))])
     return _markup(rows)
 
 

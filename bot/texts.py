@@ -42,6 +42,11 @@ CATALOG = {
         "duration_days": "{days} days",
         "methods_header": "{plan}: how would you like to pay?",
         "methods_none": "This plan can't be paid for here right now.",
+        "button_gift": "🎁 Buy as a gift",
+        "gift_methods_header": "A gift card for {plan}: you get a code to pass on, and whoever activates it gets "
+        "the plan. How would you like to pay?",
+        "paid_gift_from_wallet": "Paid {price} from your wallet for a {plan} gift card. Its code follows in a moment.",
+        "gift_payment_received": "Payment received: {price}. The code of your gift card follows in a moment.",
         "method_stars": "Telegram Stars: {price}",
         "method_wallet": "Wallet: {price} (balance {balance})",
         "method_yookassa": "Card (YooKassa): {price}",
@@ -134,6 +139,12 @@ CATALOG = {
         "duration_days": "{days} дн.",
         "methods_header": "{plan}: как хотите оплатить?",
         "methods_none": "Этот тариф сейчас нельзя оплатить здесь.",
+        "button_gift": "🎁 Купить в подарок",
+        "gift_methods_header": "Подарочная карта «{plan}»: вы получите код, и тот, кто его активирует, получит "
+        "тариф. Как хотите оплатить?",
+        "paid_gift_from_wallet": "Списано {price} с кошелька за подарочную карту «{plan}». Код придёт следующим "
+        "сообщением.",
+        "gift_payment_received": "Платёж получен: {price}. Код подарочной карты придёт следующим сообщением.",
         "method_stars": "Telegram Stars: {price}",
         "method_wallet": "Кошелёк: {price} (баланс {balance})",
         "method_yookassa": "Картой (ЮKassa): {price}",

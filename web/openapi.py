@@ -973,7 +973,10 @@ CHECKOUT = _object(
         "invoice": INVOICE,
     }
 )
-WEBHOOK_ANSWER = _object({"outcome": {"type": "string", "enum": list(webhook_intake.FINAL_OUTCOMES) + ["pending"]}})
+# Besides the final outcomes: a payment still pending, a refund YooKassa is still working on.
+WEBHOOK_ANSWER = _object(
+    {"outcome": {"type": "string", "enum": list(webhook_intake.FINAL_OUTCOMES) + ["pending", "refund_processing"]}}
+)
 YOOKASSA_NOTIFICATION = {
     "type": "object",
     "properties": {"type": {"const": "notification"}, "event": STRING, "object": {"type": "object"}},
@@ -1049,7 +1052,8 @@ def _commerce_paths():
             }
         },
         "/v1/webhooks/yookassa": webhook(
-            "YooKassa notifications; each is confirmed by fetching the payment from YooKassa's API",
+            "YooKassa notifications (a payment's, and `refund.succeeded`); each is confirmed by fetching the"
+            " payment or the refund from YooKassa's API",
             YOOKASSA_NOTIFICATION,
         ),
         "/v1/webhooks/cryptobot": webhook(

@@ -21,7 +21,12 @@
 Every purchase is refused with a plain message while maintenance is on, and
 for a blocked customer (bot/updates.py refuses their updates), and — with
 APP_TELEGRAM_REQUIRED_CHANNEL set — for someone not in that channel
-(bot/membership.py). A plan's screen opens a checkout session
+(bot/membership.py). A plan's screen also offers it as a gift card ("Buy as a gift"): the same
+ways of paying, a `gift` order instead of a purchase; once paid, the buyer
+gets no access but the card's code, delivered by the customer-notice loop
+(`gift_code`, commerce/gift_purchase.py) right after the payment's answer.
+
+A plan's screen opens a checkout session
 (`bot_checkout_sessions`, 30 minutes): a cart that names its order once a
 pay button made one, or expires and is swept when the customer walks away.
 """
@@ -140,7 +145,19 @@ def on_plan(query, context, plan_id):
     context.answer_callback(query.id)
 
 
-def on_pay(query, context, plan_id, method, currency):
+def on_gift(query, context, plan_id):
+    """A plan's ways of paying for a gift card of it."""
+    if maintenance.is_active():
+        raise refuse_plainly(context, query, "maintenance")
+    plan = _purchasable(context, query, plan_id)
+    choices = payment_choices(context, plan)
+    text = context.text("gift_methods_header" if choices else "methods_none", plan=plan.name)
+    chat, message_id = query.message.chat.id, query.message.message_id
+    context.edit(chat, message_id, text, keyboards.payment_methods(context.language, plan.id, choices, gift=True))
+    context.answer_callback(query.id)
+
+
+def on_pay(query, context, plan_id, method, currency, kind="purchase"):
     if maintenance.is_active():
         raise refuse_plainly(context, query, "maintenance")
     plan = _purchasable(context, query, plan_id)
@@ -148,14 +165,14 @@ def on_pay(query, context, plan_id, method, currency):
     key = f"bot:{context.update_id}"
     shop = services.current()
     if method in methods.HOSTED:
-        order = _hosted_order(context, query, plan, method, currency, shop, key)
+        order = _hosted_order(context, query, plan, method, currency, shop, key, kind)
         _close_cart(context, chat, plan, method, currency, order.id)
         context.answer_callback(query.id)
-        context.later(lambda: payment_page(context, chat, "purchase", method, currency, key, shop, plan=plan))
+        context.later(lambda: payment_page(context, chat, kind, method, currency, key, shop, plan=plan))
         return
     try:
         made = checkout(
-            shop.providers, shop.public_url, context.customer.id, "purchase", method, currency, plan_id=plan.id, key=key
+            shop.providers, shop.public_url, context.customer.id, kind, method, currency, plan_id=plan.id, key=key
         )
     except CheckoutRejected as rejected:
         raise refusal_for(context, query, rejected.code) from None
@@ -166,7 +183,8 @@ def on_pay(query, context, plan_id, method, currency):
         context.send(chat, context.text("invoice_sent", plan=plan.name, price=price))
         context.send_invoice(chat, made.invoice)
     else:
-        paid = context.text("paid_from_wallet", plan=plan.name, price=price)
+        paid = context.text("paid_gift_from_wallet" if kind == "gift" else "paid_from_wallet", plan=plan.name,
+                            price=price)  # fmt: skip
         context.send(chat, paid, keyboards.back(context.language))
 
 
@@ -179,12 +197,12 @@ def refusal_for(context, query, code):
     return refuse_plainly(context, query, "purchase_refused")
 
 
-def _hosted_order(context, query, plan, method, currency, shop, key):
+def _hosted_order(context, query, plan, method, currency, shop, key, kind):
     """The pending order a provider's payment will pay, checked as checkout checks it."""
     if not methods.offered(shop.providers, method) or not methods.accepts(method, currency):
         raise refuse_plainly(context, query, "purchase_refused")
     try:
-        return create_order(context.customer.id, "purchase", currency, plan_id=plan.id, provider=method, key=key)
+        return create_order(context.customer.id, kind, currency, plan_id=plan.id, provider=method, key=key)
     except OrderRejected as rejected:
         raise refusal_for(context, query, rejected.code) from None
 
@@ -279,7 +297,9 @@ def on_successful_payment(message, context):
         return
     if applied.outcome == SETTLED:
         price = texts.money(payment.total_amount, payment.currency)
-        context.send(message.chat.id, context.text("payment_received", price=price))
+        order = Order.get_by_id(order_of(payment.invoice_payload))
+        received = "gift_payment_received" if order.operation == "gift" else "payment_received"
+        context.send(message.chat.id, context.text(received, price=price))
     elif applied.outcome != REPLAYED:
         # The money arrived but paid nothing (an amount or order that did not match):
         # apply_payment queued the operator notice that gets it refunded or settled by hand.
@@ -300,6 +320,11 @@ def on_press(query, context, press):
     elif press.action == keyboards.PAY:
         plan_id, method, currency = press.argument.split(":")
         on_pay(query, context, int(plan_id), method, currency)
+    elif press.action == keyboards.GIFT:
+        on_gift(query, context, int(press.argument))
+    elif press.action == keyboards.GIFT_PAY:
+        plan_id, method, currency = press.argument.split(":")
+        on_pay(query, context, int(plan_id), method, currency, kind="gift")
 
 
 def register(bot, context):

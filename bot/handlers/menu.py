@@ -5,7 +5,7 @@ from bot import keyboards
 from bot.handlers import buy, codes, subscriptions, support, wallet
 from commerce import customers
 
-BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY)
+BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY, keyboards.GIFT, keyboards.GIFT_PAY)
 
 
 def on_press(query, context):

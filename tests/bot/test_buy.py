@@ -1,6 +1,7 @@
 """SPEC 14.4, 14.5, 13.12 in the test process: Buy → plan → Stars, wallet, YooKassa, CryptoBot; pre-checkout; paying."""
 
 import datetime
+import threading
 
 import pytest
 
@@ -59,6 +60,10 @@ def pay(plan, method, currency):
     return keyboards.data(keyboards.PAY, f"{plan.id}:{method}:{currency}")
 
 
+def gift(plan, method, currency):
+    return keyboards.data(keyboards.GIFT_PAY, f"{plan.id}:{method}:{currency}")
+
+
 def test_buy_lists_the_plans_on_sale_with_their_prices_and_a_plan_its_ways_to_pay(bot, fake_telegram, plan):
     assert choose(bot, fake_telegram, keyboards.data(keyboards.BUY)) == [APPLIED]
     shown = menu(fake_telegram)
@@ -75,6 +80,7 @@ def test_buy_lists_the_plans_on_sale_with_their_prices_and_a_plan_its_ways_to_pa
         pay(plan, "wallet", "RUB"),
         pay(plan, "yookassa", "RUB"),
         pay(plan, "cryptobot", "USD"),
+        keyboards.data(keyboards.GIFT, str(plan.id)),
         keyboards.data(keyboards.BUY),
     ]
     assert Order.select().count() == 0  # looking orders nothing
@@ -196,10 +202,11 @@ def test_every_purchase_step_is_refused_with_a_plain_message_in_maintenance(bot,
     presses = [keyboards.data(keyboards.BUY), keyboards.data(keyboards.PLAN, str(plan.id))]
     presses += [pay(plan, method, currency) for method, currency in
                 (("stars", "XTR"), ("wallet", "RUB"), ("yookassa", "RUB"), ("cryptobot", "USD"))]  # fmt: skip
+    presses += [keyboards.data(keyboards.GIFT, str(plan.id)), gift(plan, "wallet", "RUB"), gift(plan, "stars", "XTR")]
     assert choose(bot, fake_telegram, *presses) == [REFUSED] * len(presses)
     assert row_counts() == before
     said = [message["text"] for message in fake_telegram.bot_messages(ANN["id"])[-len(presses) :]]
-    assert said == ["The shop is closed for maintenance. Nothing can be bought right now; please try again later."] * 6
+    assert said == ["The shop is closed for maintenance. Nothing can be bought right now; please try again later."] * 9
 
 
 def test_a_blocked_customer_cannot_buy(bot, fake_telegram, plan):
@@ -209,8 +216,77 @@ def test_a_blocked_customer_cannot_buy(bot, fake_telegram, plan):
     assert row_counts() == before
 
 
-@pytest.mark.parametrize("data", ["pay:999:stars:XTR", "pay:1:paypal:USD", "pay:1:stars:xtr", "plan:0", "qr:999"])
+@pytest.mark.parametrize(
+    "data",
+    ["pay:999:stars:XTR", "pay:1:paypal:USD", "pay:1:stars:xtr", "plan:0", "qr:999", "gift:0", "gpay:1:gold:RUB",
+     "gpay:999:wallet:RUB", "gift:1:x"],
+)  # fmt: skip
 def test_a_forged_purchase_button_is_refused_and_nothing_written(bot, fake_telegram, plan, data):
     before = row_counts()
     assert choose(bot, fake_telegram, data) == [REFUSED]
     assert row_counts() == before
+
+
+# -- a gift card (SPEC 13.11) ------------------------------------------------------------------------
+
+
+def test_a_plans_gift_screen_offers_its_ways_to_pay_for_a_card_and_leads_back_to_the_plan(bot, fake_telegram, plan):
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.GIFT, str(plan.id))) == [APPLIED]
+    shown = menu(fake_telegram)
+    assert shown["text"].startswith("A gift card for Monthly: you get a code to pass on")
+    assert [button["callback_data"] for button in buttons(shown)] == [
+        gift(plan, "stars", "XTR"),
+        gift(plan, "wallet", "RUB"),
+        gift(plan, "yookassa", "RUB"),
+        gift(plan, "cryptobot", "USD"),
+        keyboards.data(keyboards.PLAN, str(plan.id)),
+    ]
+    assert Order.select().count() == 0
+
+
+def test_a_gift_paid_from_the_wallet_sends_its_code_once_and_a_friend_activates_it(bot, fake_telegram, plan, data_key):
+    from bot.customer_notices import CustomerNoticeLoop
+    from commerce.activations import activate_gift_card
+    from models.catalogue import GiftCard
+    from models.fulfillment import Entitlement
+    from models.ops import CustomerNotice
+
+    sales.topped_up(customer(), 50000, "RUB")
+    assert choose(bot, fake_telegram, gift(plan, "wallet", "RUB")) == [APPLIED]
+    order = Order.get(Order.operation == "gift")
+    assert (order.status, order.settled_by, order.amount_minor) == ("fulfilled", "wallet", 19900)
+    assert last(fake_telegram)["text"] == (
+        "Paid 199.00 RUB from your wallet for a Monthly gift card. Its code follows in a moment."
+    )
+    assert Entitlement.select().count() == 0  # the buyer gets the code, not the plan
+
+    loop = CustomerNoticeLoop(bot.telebot, threading.Event())
+    loop.tick()
+    loop.tick()
+    code_messages = [m for m in fake_telegram.bot_messages(ANN["id"]) if "gift card for Monthly:" in m.get("text", "")]
+    (sent,) = code_messages
+    code = sent["text"].split(": ", 1)[1].split("\n", 1)[0]
+    assert GiftCard.get().purchase_order_id == order.id and CustomerNotice.get().secret is None
+
+    friend = sales.customer("Bob", "bob")
+    assert Entitlement.get_by_id(activate_gift_card(friend.id, code).entitlement_id).plan_id == plan.id
+
+
+def test_a_gift_paid_with_stars_says_its_code_follows(bot, fake_telegram, plan, data_key):
+    from models.catalogue import GiftCard
+
+    assert choose(bot, fake_telegram, gift(plan, "stars", "XTR")) == [APPLIED]
+    order = Order.get()
+    assert (order.operation, order.provider, order.amount_minor) == ("gift", "stars", 250)
+    fake_telegram.successful_payment(ANN, "XTR", 250, f"order:{order.id}", charge_id="stx-gift-charge")
+    assert bot.drain() == [APPLIED]
+    assert last(fake_telegram)["text"] == "Payment received: 250 ⭐. The code of your gift card follows in a moment."
+    assert Order.get_by_id(order.id).status == "fulfilled" and GiftCard.get().purchase_order_id == order.id
+
+
+def test_a_gift_at_yookassa_gives_the_payment_page_of_a_gift_order(bot, fake_telegram, plan):
+    assert choose(bot, fake_telegram, gift(plan, "yookassa", "RUB")) == [APPLIED]
+    order = Order.get()
+    (intent,) = PaymentIntent.select()
+    assert (order.operation, order.status, intent.provider) == ("gift", "pending", "yookassa")
+    assert buttons(last(fake_telegram))[0]["url"] == intent.confirmation_url

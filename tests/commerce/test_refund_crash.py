@@ -1,7 +1,8 @@
 """SPEC 13.10, 0.2 with a real worker process: the worker running a provider_refund job is SIGKILLed after
 YooKassa (the fake, a real server) accepted the refund and before the answer was recorded; after a restart
 the refund is finished exactly once — one refund at YooKassa (the rescued job's call carries the same
-Idempotence-Key, so YooKassa answers its first refund again) and one ledger reversal."""
+Idempotence-Key, so YooKassa answers its first refund again) and one ledger reversal. When YooKassa's
+refund.succeeded gets through meanwhile, it finishes the refund and the rescued job calls nothing."""
 
 import signal
 
@@ -80,3 +81,30 @@ def test_a_worker_killed_after_yookassa_accepted_a_refund_finishes_it_once_after
         timeout=HOLD_S + 5,
         message="the held call's end",
     )
+
+
+def test_a_refund_whose_worker_was_killed_is_finished_by_its_notification_and_the_rescued_job_calls_nothing(
+    shop, workers
+):
+    order, _ = paid_at(shop)
+    shop.yookassa.set_faults(timeout_rate=1.0, routes=[REFUND_ROUTE], hold_seconds=HOLD_S)
+    refund_order(order.id)
+    refund = Refund.get(Refund.order == order.id)
+    (job,) = Job.select().where(Job.kind == "provider_refund")
+    env = {**environ(shop.yookassa, shop.cryptobot), "APP_REMNAWAVE_URL": shop.panel.base_url,
+           "APP_REMNAWAVE_TOKEN": PANEL_TOKEN}  # fmt: skip
+
+    victim = workers.start(*WORKER_OPTIONS, env=env)
+    wait_for(lambda: shop.yookassa.stats()["refunds"] == 1, timeout=60, interval=0.02, message="YooKassa's refund")
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+    # The held call ends and YooKassa's refund.succeeded reaches the web, which confirms and records it.
+    wait_for(lambda: Refund.get_by_id(refund.id).status == "succeeded", timeout=HOLD_S + 20, message="the notice")
+    assert Job.get_by_id(job.id).state == "running"  # the dead worker's job, not yet rescued
+
+    workers.start(*WORKER_OPTIONS, env=env)
+    wait_for(lambda: Job.get_by_id(job.id).state == "completed", timeout=120, message="the rescued job done")
+    assert shop.yookassa.stats()["calls"][REFUND_ROUTE] == 1  # the rescued job found it done and called nothing
+    assert [r["id"] for r in shop.yookassa.refunds()] == [Refund.get_by_id(refund.id).provider_refund_id]
+    assert LedgerTransaction.select().where(LedgerTransaction.kind == "refund").count() == 1
+    assert OperatorNotice.select().where(OperatorNotice.kind == NOTICE_REFUND_FAILED).count() == 0

@@ -191,3 +191,27 @@ def test_two_pending_refunds_of_the_same_amount_are_left_to_their_jobs(shop):
     assert [row.status for row in done.values()] == ["succeeded", "succeeded"]
     assert done[second.id].provider_refund_id == accepted.refund_id
     assert shop.yookassa.stats()["refunds"] == 2
+
+
+def test_the_answer_to_a_refund_notification_is_the_one_described_in_openapi(shop):
+    from tests.web.test_openapi import check
+
+    order, _ = paid_at(shop)
+    shop.yookassa.hold_refunds = True
+    refund = refund_order(order.id).refunds.get()
+    accepted = provider_accepts(shop, refund)  # pending at YooKassa
+    body = {
+        "type": "notification",
+        "event": "refund.succeeded",
+        "object": {**{k: v for k, v in shop.yookassa.refunds()[0].items()}, "status": "succeeded"},
+    }  # a hint that claims more than the API holds: what the API says is recorded
+    answer = shop.webhook("yookassa", json.dumps(body).encode())
+    check(answer, "/v1/webhooks/yookassa", "post")
+    assert answer.json()["outcome"] == "refund_processing"
+    assert (Refund.get_by_id(refund.id).status, Refund.get_by_id(refund.id).provider_refund_id) == (
+        "processing",
+        accepted.refund_id,
+    )
+    shop.yookassa.settle_refund(accepted.refund_id)
+    (_, delivered) = refund_events()
+    assert delivered.outcome == NOTIFIED_RECORDED and Refund.get_by_id(refund.id).status == "succeeded"

@@ -455,3 +455,30 @@ def test_pause_and_resume_need_a_reason_a_request_id_and_a_provisioned_subscript
     assert_problem(answer, 409, "not_provisioned")
     assert not FulfillmentOperation.select().where(FulfillmentOperation.operation.in_(("disable", "enable"))).exists()
     assert AuditEvent.select().where(AuditEvent.action.startswith("panel.")).count() == 0
+
+
+def test_a_bought_gift_is_shown_to_operators_as_a_fulfilled_order_and_its_code_nowhere(web, database, data_key):
+    from commerce import codes
+    from models.ops import CustomerNotice
+    from tests.web.test_pages import page
+
+    buyer = sales.customer("Gift Buyer", "gift_buyer")
+    order, _, intent = sales.paid_order(buyer, sales.plan(), kind="gift")
+    code = CustomerNotice.get().secret
+    headers = api.session_of(web)
+    answers = [
+        described(get(web, f"/v1/panel/orders/{order.id}", headers), "/v1/panel/orders/{orderID}"),
+        described(get(web, f"/v1/panel/customers/{buyer.id}", headers), "/v1/panel/customers/{customerID}"),
+        get(web, f"/v1/panel/customers/{buyer.id}/orders", headers),
+        get(web, f"/v1/panel/customers/{buyer.id}/payments", headers),
+        get(web, f"/v1/panel/payments/{intent.id}", headers),
+        page(web, f"/panel/customers/{buyer.id}", headers),
+        page(web, f"/panel/orders/{order.id}", headers),
+        page(web, f"/panel/payments/{intent.id}", headers),
+    ]
+    for answer in answers:
+        assert answer.status_code == 200, answer.url
+        for form in (code, codes.normalise(code)):
+            assert form not in answer.text, answer.url
+    shown = answers[0].json()["order"]
+    assert (shown["kind"], shown["status"], answers[0].json()["operations"]) == ("gift", "fulfilled", [])
