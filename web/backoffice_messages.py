@@ -24,8 +24,6 @@ picture; anything else is a download of octet-stream, so a file can never
 run as a page of this origin.
 """
 
-import os
-
 import bottle
 from peewee import fn
 
@@ -222,25 +220,27 @@ def build(attachment_dir=""):
         )
         if row is None:
             raise Problem(404, problems.ATTACHMENT_NOT_FOUND, "this ticket has no such attachment")
-        try:
-            path = attachments.path_for(attachment_dir, row.digest) if attachment_dir else None
-        except attachments.BadDigest:
-            path = None
-        if path is None or not os.path.isfile(path):
+        content = None
+        if attachment_dir:
+            try:
+                # Opened, not checked first: retention may remove the file between a check and a read.
+                with open(attachments.path_for(attachment_dir, row.digest), "rb") as file:
+                    content = file.read()
+            except (attachments.BadDigest, FileNotFoundError, IsADirectoryError):
+                content = None
+        if content is None:
             raise Problem(
                 404,
                 problems.ATTACHMENT_NOT_FOUND,
                 "the attachment's file is not on this web process's attachment volume"
                 " (APP_SUPPORT_ATTACHMENT_DIR unset here, or the file already removed)",
             )
-        with open(path, "rb") as file:
-            content = file.read()
         inline = row.content_type in INLINE_TYPES
         bottle.response.content_type = row.content_type if inline else "application/octet-stream"
         disposition = "inline" if inline else f'attachment; filename="{row.digest}"'
         bottle.response.set_header("Content-Disposition", disposition)
         bottle.response.set_header("X-Content-Type-Options", "nosniff")
-        bottle.response.set_header("Content-Security-Policy", "default-src 'none'; sandbox")
+        bottle.response.set_header("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; sandbox")
         bottle.response.set_header("Cache-Control", "private, no-store")
         return content
 

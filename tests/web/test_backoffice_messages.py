@@ -189,3 +189,14 @@ def test_a_customers_page_links_their_tickets_for_who_may_read_support(web, outr
     assert f'href="/panel/support/tickets/{outreach["ticket"].id}"' in text
     without = page(web, path, api.session_of(web, "bob", ["subscriptions.read"])).text
     assert 'data-ticket="' not in without and "need the support.read permission" in without
+
+
+def test_every_campaign_and_support_page_shows_times_in_the_operators_time_zone(web, outreach):
+    from models.operators import Operator
+
+    headers = api.session_of(web)
+    Operator.update(time_zone="Asia/Tokyo").where(Operator.username == "alice").execute()
+    for path in list(message_pages(outreach))[:4] + [f"/panel/customers/{outreach['reached'].id}"]:
+        shown = page(web, path, headers).text
+        times = re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d([+-]\d\d:\d\d|Z)", shown)
+        assert times and set(times) == {"+09:00"}, (path, set(times))

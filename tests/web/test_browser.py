@@ -204,7 +204,7 @@ def test_an_operator_reads_a_ticket_with_its_photo_replies_and_queues_an_announc
         page.wait_for_url("**/panel")
         page.click("nav >> text=Support")
         page.wait_for_url("**/panel/support")
-        page.locator(f'tr[data-ticket="{ticket.id}"] a', has_text=str(ticket.id)).click()
+        page.locator(f'tr[data-ticket="{ticket.id}"] td:first-child a').click()
         page.wait_for_url(f"**/panel/support/tickets/{ticket.id}")
         photo = page.locator(f'.attachment[data-digest="{digest}"] img')
         photo.wait_for(state="visible")
