@@ -37,6 +37,9 @@ export APP_FAKE_CRYPTOBOT_PORT="${APP_FAKE_CRYPTOBOT_PORT:-3030}"
 export APP_CRYPTOBOT_TOKEN="${APP_CRYPTOBOT_TOKEN:-1234:AAomniflowFakeCryptoPayDevToken}"
 export APP_CRYPTOBOT_API_URL="${APP_CRYPTOBOT_API_URL:-http://127.0.0.1:${APP_FAKE_CRYPTOBOT_PORT}}"
 
+# Support photos, shared by the bot (which stores them) and web (which shows them to operators).
+export APP_SUPPORT_ATTACHMENT_DIR="${APP_SUPPORT_ATTACHMENT_DIR:-$PWD/var/support-attachments}"
+
 export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
 python omniflow.py dev-seed
 echo "dev: fake Remnawave panel on ${APP_REMNAWAVE_URL}; admin API token ${APP_OPERATOR_TOKEN}"

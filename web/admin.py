@@ -34,6 +34,7 @@ from web.answers import (
     require_schema,
 )
 from web.problems import Problem
+from web.reasons import REASON_MAX, header_reason
 
 LISTABLE_STATES = {
     "dead_letter": DEAD_LETTER_STATES,
@@ -46,8 +47,6 @@ LISTABLE_STATES = {
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 ACTOR = "token"  # who the audit names for a change made with the operator token
-REASON_HEADER = "X-Operator-Reason"
-REASON_MAX = 500
 
 
 def job_json(view):
@@ -146,7 +145,7 @@ def maintenance_json():
 
 
 def _mutate(job_id, change):
-    reason = (bottle.request.get_header(REASON_HEADER) or "").strip()[:REASON_MAX] or None
+    reason = header_reason() or None
     try:
         with db.atomic():
             view = change(job_id, ACTOR, reason)

@@ -312,7 +312,8 @@ REASON = {
     "in": "header",
     "required": True,
     "schema": {"type": "string", "minLength": 1},
-    "description": "Why; written to the audit event.",
+    "description": "Why; written to the audit event. Plain UTF-8, or RFC 8187's UTF-8'' form with the reason"
+    " percent-encoded (what the panel's forms send: a browser sends no header outside Latin-1).",
 }
 
 

@@ -50,10 +50,9 @@ from web.answers import (
     require_schema,
 )
 from web.problems import Problem
+from web.reasons import REASON_HEADER, header_reason
 
 SESSION_COOKIE = "omniflow_session"
-REASON_HEADER = "X-Operator-Reason"
-REASON_MAX = 500
 DEFAULT_PAGE = 25
 MAX_PAGE = 200
 DEFAULT_STATUS = "failed"
@@ -127,10 +126,10 @@ def operations_page(status, operation, entitlement_id, cursor, limit):
 
 def operator_reason():
     """The X-Operator-Reason of a mutation, or a 400 reason_required."""
-    reason = (bottle.request.get_header(REASON_HEADER) or "").strip()
+    reason = header_reason()
     if not reason:
         raise Problem(400, problems.REASON_REQUIRED, f"the {REASON_HEADER} header is required for every change")
-    return reason[:REASON_MAX]
+    return reason
 
 
 def require_database():

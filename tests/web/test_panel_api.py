@@ -640,6 +640,21 @@ def test_an_operator_turns_maintenance_on_and_off_with_a_reason_audited(web):
     ]
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        "UTF-8''%D0%BE%D0%B1%D0%BD%D0%BE%D0%B2%D0%BB%D0%B5%D0%BD%D0%B8%D0%B5%20%D0%BF%D0%B0%D0%BD%D0%B5%D0%BB%D0%B8",
+        "обновление панели".encode(),  # plain UTF-8 bytes, as curl -H sends them
+    ],
+    ids=["rfc8187", "utf8-bytes"],
+)
+def test_a_reason_in_cyrillic_reaches_the_audit_as_typed(web, header):
+    headers = {**session_of(web), "X-Operator-Reason": header}
+    answer = requests.post(web + "/v1/panel/system/maintenance", headers=headers, json={"active": True}, timeout=10)
+    assert answer.status_code == 200 and answer.json()["reason"] == "обновление панели"
+    assert AuditEvent.get(AuditEvent.action == "maintenance.enabled").reason == "обновление панели"
+
+
 def test_maintenance_changes_need_a_reason_and_a_boolean(web):
     headers = session_of(web)
     url = web + "/v1/panel/system/maintenance"

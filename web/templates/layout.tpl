@@ -94,7 +94,8 @@
     event.preventDefault();
     const reason = form.querySelector("input[name=reason]").value.trim();
     const button = event.submitter || form.querySelector("button");
-    const headers = { "X-Operator-Reason": reason };
+    // RFC 8187's UTF-8'' form: fetch() refuses a header outside Latin-1, and reasons are typed in any language.
+    const headers = { "X-Operator-Reason": "UTF-8''" + encodeURIComponent(reason) };
     let values = button.dataset.body ? JSON.parse(button.dataset.body) : null;
     const amount = form.querySelector("input[name=amount]");
     if (amount && amount.value.trim()) {

@@ -42,7 +42,8 @@
 % end
 <script>
   async function send(form, method, url, body) {
-    const headers = { "X-Operator-Reason": form.querySelector("input[name=reason]").value.trim() };
+    const reason = form.querySelector("input[name=reason]").value.trim();
+    const headers = { "X-Operator-Reason": "UTF-8''" + encodeURIComponent(reason) };
     if (body) headers["Content-Type"] = "application/json";
     const answer = await fetch(url, { method, headers, body: body ? JSON.stringify(body) : undefined });
     if (answer.ok) { location.reload(); return; }

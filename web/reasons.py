@@ -1,0 +1,33 @@
+"""The operator's reason for a change: the `X-Operator-Reason` header, in any language.
+
+An HTTP header carries bytes, and a browser's fetch() refuses a header value
+outside Latin-1, so a reason typed in Cyrillic could not be sent as it is.
+The panel's forms send it as an RFC 8187 extended value, `UTF-8''` and the
+reason percent-encoded; a script may send that too, or plain UTF-8 bytes
+(curl -H does). Both arrive here as the same text. The WSGI server hands
+over a header's bytes as Latin-1 text, so plain UTF-8 is recovered by
+reading those bytes again as UTF-8; a value that is not UTF-8 stays as
+Latin-1 text.
+"""
+
+from urllib.parse import unquote
+
+import bottle
+
+REASON_HEADER = "X-Operator-Reason"
+REASON_MAX = 500
+EXTENDED_PREFIX = "utf-8''"
+
+
+def header_reason():
+    """The reason the request gives (stripped, at most REASON_MAX characters), or ''."""
+    return decoded(bottle.request.get_header(REASON_HEADER) or "").strip()[:REASON_MAX]
+
+
+def decoded(raw):
+    if raw[: len(EXTENDED_PREFIX)].lower() == EXTENDED_PREFIX:
+        return unquote(raw[len(EXTENDED_PREFIX) :], encoding="utf-8", errors="replace")
+    try:
+        return raw.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return raw
