@@ -33,8 +33,8 @@ import time
 from dataclasses import dataclass, field
 
 from models.base import utcnow
-from ops.backup_databases import Postgres, Sqlite, for_target, for_url, table_counts, tables_checksum
 from ops import sealing
+from ops.backup_databases import Postgres, Sqlite, for_target, for_url, table_counts, tables_checksum
 from ops.backup_stream import CHUNK_SIZE, WORD, BackupDamaged, BackupError, BackupKey, SealedWriter, unsealed_chunks
 
 logger = logging.getLogger("omniflow.backups")

@@ -33,9 +33,9 @@ from peewee import fn
 from commerce import ledger, phase
 from commerce.customer_search import SearchRejected, find_customers
 from commerce.ledger import history
-from commerce.revenue import revenue
 from commerce.refunds import DESTINATIONS as REFUND_DESTINATIONS
 from commerce.refunds import refund_order, refunds_of
+from commerce.revenue import revenue
 from commerce.settlement import SettlementRejected
 from fulfillment import changes
 from fulfillment.enqueue import FulfillmentRequestRejected

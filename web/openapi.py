@@ -13,14 +13,14 @@ from commerce import webhooks as webhook_intake
 from commerce.orders import ORDERABLE_KINDS
 from commerce.phase import PHASES
 from commerce.providers import PAYMENT_METHODS
-from models.catalogue import GIFT_CARD_STATUSES
 from models.campaigns import CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUSES
+from models.catalogue import GIFT_CARD_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
+from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
+from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
-from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
-from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES
 from web import admin, backoffice, panel
 from web import checkout as web_checkout
 from web import support as web_support

@@ -34,7 +34,7 @@ def telebot(fake_telegram):
 
 
 @pytest.fixture
-def bot_services(shop):
+def bot_services(shop):  # noqa: F811  (the fixture imported above)
     """The bot's outside services in this process: the shop's fake providers and fake panel."""
     services.use(services.Services(shop.providers, PUBLIC_URL, RemnawaveClient(shop.panel.base_url, PANEL_TOKEN)))
     yield shop

@@ -34,8 +34,8 @@ def test_a_person_starts_the_bot_switches_language_and_opens_a_menu_on_the_chat_
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-def test_a_person_buys_a_plan_with_stars_on_the_chat_page_and_sees_the_link_and_qr_code(  # noqa: F811
-    bots, workers, shop, fake_telegram, browser
+def test_a_person_buys_a_plan_with_stars_on_the_chat_page_and_sees_the_link_and_qr_code(
+    bots, workers, shop, fake_telegram, browser  # noqa: F811  (the fixture imported above)
 ):
     from tests.bot.test_journey import shop_env
     from tests.support.shop import rub_plan

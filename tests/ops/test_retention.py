@@ -325,7 +325,8 @@ def test_every_table_is_classified_and_retention_may_touch_only_the_disposable_o
 
 def test_a_sweep_over_ancient_rows_of_every_kind_changes_only_disposable_tables(database, attachment_dir):
     for name in ("Alice", "Bob"):
-        settlement = settle_order(commerce.order(commerce.customer(name), commerce.plan(name.lower())).id, "provider_webhook")
+        order = commerce.order(commerce.customer(name), commerce.plan(name.lower()))
+        settlement = settle_order(order.id, "provider_webhook")
         drift(settlement.entitlement_id, "resolved", NOW - 1000 * DAY)
     outbox(NOW - 1000 * DAY)
     attachment(stored_file(attachment_dir, b"a"), NOW - 1000 * DAY)
