@@ -8,7 +8,8 @@ CryptoBot and with Stars (the ledger's sale, the payment and the settlement
 together, so Home shows revenue per currency and the worker provisions them
 on the fake panel), one who topped up their wallet and bought from it; and
 one operation whose desired state is corrupt, so System → Operations has a
-failed operation to look at and retry. The wallet customer also holds a
+failed operation to look at and retry; the first customer has an open
+support ticket to answer from Support. The wallet customer also holds a
 daily plan that renews itself from the wallet: its period ends within the
 renewal pass's day, so the stack's first passes renew it. The customer of
 the sample YooKassa payment (devtools/sample_payment.py) has no order yet.
@@ -29,6 +30,7 @@ from models.fulfillment import FulfillmentOperation
 from models.operators import Operator
 from models.payments import PaymentIntent
 from ops.operators import PERMISSIONS, create_operator
+from ops.support import customer_writes
 
 DEV_OPERATOR = "admin"
 DEV_PASSWORD = "omniflow-dev-password"  # development only: the stack runs on 127.0.0.1
@@ -46,6 +48,7 @@ PAID_AT_A_PROVIDER = (
 WALLET_CUSTOMER = ("Dana Ivanova", "dana_iv")
 TOPUP_MINOR = 100000  # 1 000.00 RUB
 FIRST_TELEGRAM_ID = 100000001
+SUPPORT_QUESTION = "Hello! Which app should I use on an iPhone?"  # the first customer's open ticket (Support)
 
 
 def seed(password=DEV_PASSWORD):
@@ -66,6 +69,12 @@ def seed(password=DEV_PASSWORD):
     for name, username, currency, provider in PAID_AT_A_PROVIDER:
         buyer = _customer(name, username, next(telegram_ids))
         _paid_at_a_provider(create_order(buyer.id, "purchase", currency, plan_id=plan.id, provider=provider))
+    with db.atomic():
+        customer_writes(
+            Customer.get(Customer.telegram_username == PAID_AT_A_PROVIDER[0][1]).id,
+            FIRST_TELEGRAM_ID,
+            SUPPORT_QUESTION,
+        )
     buyer = _customer(*WALLET_CUSTOMER, next(telegram_ids))
     _paid_at_a_provider(create_order(buyer.id, "topup", "RUB", amount_minor=TOPUP_MINOR, provider="yookassa"))
     settle_order(create_order(buyer.id, "purchase", "RUB", plan_id=plan.id).id, "wallet")

@@ -217,6 +217,8 @@ def test_the_sample_data_fills_the_back_office_with_revenue_per_currency_and_a_w
     assert wallet["balances"] == [{"currency": "RUB", "amountMinor": stack.TOPUP_MINOR - spent}]
     home = requests.get(dev_stack.base + "/panel", headers=cookie, timeout=5)
     assert home.status_code == 200 and "RUB" in home.text
+    support = requests.get(dev_stack.base + "/panel/support", headers=cookie, timeout=5)
+    assert support.status_code == 200 and support.text.count("<tr data-ticket=") == 1  # the first customer's question
 
 
 def no_first_attempt_failed(database, log):
@@ -241,8 +243,8 @@ def test_the_sample_yookassa_payment_settles_through_the_fakes_webhook_and_the_r
     provider, signature_ok, outcome, status, settled_by, remote_user = settled[0]
     assert (provider, signature_ok, status, settled_by) == ("yookassa", 1, "fulfilled", "provider_webhook")
     assert remote_user is not None  # the worker made its user on the fake panel
-    log = dev_stack.log.read_text()
-    assert "the webhook settled order" in log and "completed payment" in log
+    wait_for(lambda: "the webhook settled order" in dev_stack.log.read_text(), timeout=10, message="the log")
+    assert "the fake YooKassa completed payment" in dev_stack.log.read_text()
     (renewal,) = fulfilled(dev_stack.database, "renewal")
     renewed_from = rows(dev_stack.database, f"SELECT settled_by FROM orders WHERE id = {renewal[0]}")
     assert renewed_from == [("renewal",)]
