@@ -231,11 +231,9 @@ class _Statements:
         # upsert of that row) waits for this transaction, so nothing commits after a loss.
         # SQLite's IMMEDIATE transaction holds the one write lock the takeover needs.
         self.lock = " FOR SHARE" if postgres else ""
-        customer_sql, params = Customer.select().where(Customer.telegram_id == 0).limit(1).sql()
-        self.customer_sql = customer_sql
-        # The same columns for many users; "%s" here is where the IN list goes.
-        self.customers_sql = customer_sql.split(" WHERE ")[0].replace("%", "%%") + ' WHERE ("t1"."telegram_id" IN (%s))'
-        self.customer_params = params  # [0, 1]: the telegram id, the limit
+        columns_sql, _ = Customer.select().sql()  # the model's columns, in its order
+        # "%s" here is where the IN list goes; the "%" of the SQL itself doubled for the formatting.
+        self.customers_sql = columns_sql.replace("%", "%%") + ' WHERE ("t1"."telegram_id" IN (%s))'
         self.savepoint_name = "bot_update"
 
     def record(self, rows, holder_id, now):
@@ -255,10 +253,6 @@ class _Statements:
         sql = f"SELECT update_id FROM bot_updates WHERE update_id IN ({marks})"
         cursor = self.database.execute_sql(sql, update_ids)
         return {row[0] for row in cursor.fetchall()}
-
-    def customer(self, telegram_id):
-        params = [telegram_id, *self.customer_params[1:]]
-        return next(iter(Customer.raw(self.customer_sql, *params)), None)
 
     def customers(self, telegram_ids):
         """{telegram id: Customer} of those of these Telegram users who are customers, in one read."""
@@ -286,6 +280,21 @@ class _Statements:
         """Back to the update's savepoint, its update_id row with it: a refused update writes nothing."""
         self.database.execute_sql(f"ROLLBACK TO SAVEPOINT {self.savepoint_name}")
         self.database.execute_sql(f"DELETE FROM bot_updates WHERE update_id = {self.mark}", [update_id])
+
+
+def _runs_of_distinct_users(applied):
+    """{index where a run starts: the Telegram user ids of the run}: consecutive updates, no user twice."""
+    runs, users, start = {}, set(), 0
+    for index, (_, context) in enumerate(applied):
+        user = None if context.user is None else context.user.id
+        if user is not None and user in users:
+            runs[start] = users
+            users, start = set(), index
+        if user is not None:
+            users.add(user)
+    if applied:
+        runs[start] = users
+    return runs
 
 
 class UpdateApplier:
@@ -361,42 +370,39 @@ class UpdateApplier:
 
     def _apply_in_transaction(self, updates, contexts):
         sql = self._sql()
-        outcomes = []
         with db.atomic():
             fresh = self._record(sql, contexts)
-            known = sql.customers(sorted({c.user.id for c in contexts if c.user is not None and c.update_id in fresh}))
-            seen_users = set()
-            savepoint_open = False
+            applied = []  # (update, context) to apply: the first copy of each id not recorded before
             for update, context in zip(updates, contexts, strict=True):
-                if context.update_id not in fresh:
-                    outcomes.append(DUPLICATE)
-                    continue
-                fresh.discard(context.update_id)  # a second copy in the same batch is a repeat
+                if context.update_id in fresh:
+                    fresh.discard(context.update_id)  # a second copy in the same batch is a repeat
+                    applied.append((update, context))
+            runs = _runs_of_distinct_users(applied)
+            outcome_of = {}
+            savepoint_open = False
+            for index, (update, context) in enumerate(applied):
+                if index in runs:
+                    # One read for the customers of a run of updates from distinct users; a user's
+                    # next update starts the next run, whose read sees what this one wrote.
+                    known = sql.customers(sorted(runs[index]))
                 sql.savepoint(release_previous=savepoint_open)
                 savepoint_open = True
-                # A user's first update of the batch takes the customer read with the batch's;
-                # a later one reads it again, after what the earlier one wrote.
-                user = None if context.user is None else context.user.id
-                if user is None:
-                    customer = None
-                else:
-                    customer = known.get(user) if user not in seen_users else sql.customer(user)
-                seen_users.add(user)
+                customer = None if context.user is None else known.get(context.user.id)
                 try:
                     self._apply_one(update, context, customer)
-                    outcomes.append(APPLIED)
+                    outcome_of[id(context)] = APPLIED
                 except Refused as refusal:
                     sql.undo_update(context.update_id)
                     context.answers = refusal.answers
-                    outcomes.append(REFUSED)
+                    outcome_of[id(context)] = REFUSED
                 except (LeaseLost, DatabaseUnavailable, OperationalError, InterfaceError):
                     raise
                 except Exception:
                     logger.exception("update failed; nothing of it was written", extra={"kind": context.kind})
                     sql.undo_update(context.update_id)
                     context.answers = context.refusal("failure").answers
-                    outcomes.append(FAILED)
-        return outcomes
+                    outcome_of[id(context)] = FAILED
+        return [outcome_of.get(id(context), DUPLICATE) for context in contexts]
 
     def _apply_one(self, update, context, customer):
         if context.user is not None:
