@@ -10,8 +10,9 @@ process, on 127.0.0.1). In each round, first the peer, then the bot:
   README (threaded handlers, its defaults): no database, no lease, the
   ceiling of the library and of the fake on this machine;
 - the bot is `python omniflow.py bot`: each update is a /start from a known
-  customer, so one read of the customer and one answer, with the update's
-  id recorded in the same transaction (SPEC 14.3).
+  customer, so a read of the customer and one answer, with the update's id
+  recorded in the transaction that applies it (SPEC 14.3; the updates of one
+  getUpdates answer share transactions of up to 25, bot/updates.py).
 
 Each system's process is started fresh, warmed by one /start per chat (the
 customers exist before the clock starts), then `updates` messages from

@@ -2,12 +2,16 @@
 
 The lease is the queue's leadership row under the name `bot`, through the
 same dialect SQL (jobs/engine/sql.py `elect`, `resign`). It lasts
-`ttl_s` (30 s) and is renewed every ttl/6 (5 s) by a thread of its own, and
-renewed again inside every update's transaction (`confirm`): on PostgreSQL
-that update locks the row until the transaction ends, on SQLite the
-transaction holds the write lock, so no update commits unless this process
-held the lease when it committed, and a process that lost it (a long pause,
-a partition) finds out before it applies anything.
+`ttl_s` (30 s) and is renewed every ttl/6 (5 s) by a thread of its own.
+Every transaction that applies updates checks it (bot/updates.py): the
+statement that records their ids inserts nothing unless this process's row
+reads live, and on PostgreSQL it locks the row FOR SHARE until the
+transaction ends, while on SQLite the transaction holds the write lock, so
+no takeover commits in between and no update commits unless this process
+held the lease when it committed. A row that reads expired is renewed in
+that transaction (`confirm`), which raises LeaseLost when another process
+holds it: a process that lost the lease (a long pause, a partition) finds
+out before it applies anything.
 
 A starting bot that finds the lease held watches it for two renewal
 intervals. A holder that renews is alive: the newcomer refuses to run (exit

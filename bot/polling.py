@@ -6,8 +6,10 @@ update that was never applied. Here the offset is ours: the first call of a
 process asks for every unconfirmed update (no offset: Telegram starts from
 the earliest one it still has, and bot_updates tells which of those were
 applied already), and after that the offset is the last *applied* update
-plus one. An update the database could not take stops the batch: the next
-getUpdates starts from it again.
+plus one. The updates of one answer are applied APPLY_TOGETHER at a time, each
+slice in one transaction (bot/updates.py), and the offset moves past a slice
+once it committed. A slice the database could not take stops the batch: the
+next getUpdates starts from it again.
 """
 
 import logging
@@ -19,6 +21,9 @@ logger = logging.getLogger("omniflow.bot.polling")
 
 LONG_POLL_S = 25  # Telegram holds getUpdates open this long when nothing arrives
 BATCH = 100
+# Updates per transaction: one commit for many, while the first one's answer waits
+# for the slice's commit only a few milliseconds, and a SQLite write lock as long.
+APPLY_TOGETHER = 25
 ALLOWED_UPDATES = ["message", "callback_query", "pre_checkout_query"]
 BACKOFF_S = (1, 2, 5, 10)
 
@@ -39,16 +44,17 @@ class Poller:
                 self._back_off()
                 continue
             self.failures = 0
-            for update in updates:
+            for start in range(0, len(updates), APPLY_TOGETHER):
                 if self.stop.is_set():
                     return  # the rest stay unconfirmed: the next bot gets them
+                applied = updates[start : start + APPLY_TOGETHER]
                 try:
-                    self.applier.apply(update)
+                    self.applier.apply_all(applied)
                 except DatabaseUnavailable:
-                    logger.warning("database unavailable; the update will be applied when it is back")
+                    logger.warning("database unavailable; the updates will be applied when it is back")
                     self._back_off()
                     break
-                self.offset = update.update_id + 1
+                self.offset = applied[-1].update_id + 1
 
     def _poll(self):
         try:

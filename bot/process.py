@@ -7,13 +7,14 @@ lease while running (another one took over: this one must not apply
 anything more). The bot inserts jobs (through the services it calls) and
 never runs them: it starts no consumer.
 
-Threads: the main thread polls and applies updates; one sends their answers
-(bot/updates.py AnswerSender); one renews the lease; one delivers customer
+Threads: the main thread polls and applies updates; four send their answers
+(bot/updates.py AnswerSender, a lane per user); one renews the lease; one delivers customer
 notices (bot/customer_notices.py); one queues the customer lifecycle notices
 (bot/lifecycle.py); one delivers campaigns and announcements
 (bot/campaigns.py); one pushes operators' support replies
 (bot/support_push.py); one runs the operator notifier when
-APP_TELEGRAM_OPERATOR_CHAT_ID is set.
+APP_TELEGRAM_OPERATOR_CHAT_ID is set; one re-verifies channel members every
+10 minutes when APP_TELEGRAM_REQUIRED_CHANNEL is set (bot/membership.py).
 SIGTERM while the main thread waits in getUpdates aborts that call at once
 (nothing read is lost: unconfirmed updates are delivered again); while it
 applies an update, the update is finished first.
@@ -29,6 +30,7 @@ from bot.campaigns import CampaignDelivery
 from bot.customer_notices import CustomerNoticeLoop
 from bot.lease import BotLease, LeaseLost
 from bot.lifecycle import LifecycleNotices
+from bot.membership import MembershipRecheck
 from bot.notifier import OperatorNotifier
 from bot.polling import Poller
 from bot.support_push import SupportReplyPush
@@ -115,6 +117,11 @@ class BotProcess:
             threads.append(threading.Thread(target=notifier.run, name="operator-notifier", daemon=True))
         else:
             logger.info("operator notifier off: APP_TELEGRAM_OPERATOR_CHAT_ID is not set")
+        if self.settings.telegram_required_channel:
+            recheck = MembershipRecheck(bot, self.settings.telegram_required_channel, self.stop)
+            threads.append(threading.Thread(target=recheck.run, name="channel-membership", daemon=True))
+        else:
+            logger.info("channel membership off: APP_TELEGRAM_REQUIRED_CHANNEL is not set")
         for thread in threads:
             thread.start()
 

@@ -1,19 +1,30 @@
-"""Applying one update at most once (SPEC 14.3): its effect, its `update_id` and the lease check in one transaction.
+"""Applying updates at most once (SPEC 14.3): each one's effect and `update_id` in one transaction, under the lease.
 
-`UpdateApplier.apply(update)`:
+`UpdateApplier.apply_all(updates)` applies the updates of one getUpdates
+answer (or a slice of it) in one transaction:
 
-1. opens the transaction, renews the lease in it (bot/lease.py: a process
-   that lost the lease applies nothing) and inserts the `update_id` into
-   `bot_updates` unless it is there: an update already recorded was applied
-   before (Telegram delivers an update again until the bot confirms it) and
-   is skipped;
-2. runs the TeleBot handlers (registered in bot/handlers/) in the calling
-   thread; they read and write through the services and queue their answers
-   on the update's `Context`;
-3. commits: the `update_id` with the effect. The caller moves the getUpdates
-   offset past the update only after that (bot/polling.py), so a crash
-   before the commit leaves it unconfirmed and it is applied by the next
-   bot, and a crash after the commit finds it recorded.
+1. one statement inserts every `update_id` into `bot_updates` unless it is
+   there, and only if this process's lease row reads live (bot/lease.py: a
+   process that lost the lease applies nothing). An update already recorded
+   was applied before (Telegram delivers an update again until the bot
+   confirms it) and is skipped. The lease is checked, not written: the lease
+   thread renews it; on PostgreSQL the check locks the row FOR SHARE until
+   the commit and on SQLite the transaction holds the write lock, so no
+   takeover commits in between. A lease that reads expired is renewed in the
+   transaction, or LeaseLost raised when another process holds it;
+2. for each update, a savepoint, then the TeleBot handlers (registered in
+   bot/handlers/) in the calling thread; they read and write through the
+   services and queue their answers on the update's `Context`;
+3. one commit: each `update_id` with its effect. The caller moves the
+   getUpdates offset past the updates only after that (bot/polling.py), so a
+   crash before the commit leaves them unconfirmed and they are applied by
+   the next bot, and a crash after the commit finds them recorded.
+
+Batching costs no guarantee: the batch commits whole or not at all, and an
+update's effect never commits without its id nor its id without its effect.
+It saves a commit and a lease check per update, which on a busy chat were
+most of an update's time. The batch is bounded (bot/polling.py) so its
+answers wait for its commit a few milliseconds at most.
 
 Answers are sent after the commit. A crash between the commit and the send
 loses that answer (the customer presses again and gets a fresh one), where
@@ -23,26 +34,27 @@ notice row written in a transaction and delivered by a loop that marks it
 sent, not an answer.
 
 A handler that refuses (a forged button, a blocked customer, a message too
-long) raises Refused: the transaction is rolled back — nothing is written,
-the update id included, because an update that changed nothing needs no
-protection against a second application — and the refusal is sent.
-An unexpected error is logged (redacted), rolled back, and the customer is
-told something went wrong; a database that cannot be reached raises
-DatabaseUnavailable so the caller retries the same update later.
+long) raises Refused: the update is rolled back to its savepoint — nothing
+of it is written, its update id included, because an update that changed
+nothing needs no protection against a second application — and the refusal
+is sent. An unexpected error is logged (redacted), rolled back the same way,
+and the customer is told something went wrong; a database that cannot be
+reached raises DatabaseUnavailable so the caller retries the same updates
+later.
 """
 
 import logging
 import queue
+import threading
 from dataclasses import dataclass, field
 
-from peewee import InterfaceError, OperationalError
+from peewee import InterfaceError, OperationalError, PostgresqlDatabase
 
 from bot import texts
-from bot.lease import LeaseLost
-from commerce import customers
+from bot.lease import LEASE_NAME, LeaseLost
 from integrations import telegram
 from models.base import db, utcnow
-from models.bot import BotUpdate
+from models.commerce import Customer
 
 logger = logging.getLogger("omniflow.bot.updates")
 
@@ -161,32 +173,128 @@ def user_of(update):
 
 
 class AnswerSender:
-    """Sends applied updates' answers on a thread of its own, in the order the updates were
-    applied, while the main thread applies the next update: a Bot API round trip no longer
-    waits behind a database transaction, nor the next transaction behind it. What is queued
-    was committed already, so queueing changes nothing a crash could lose that sending at
-    once would keep. The queue is bounded: a slow Bot API slows the applying down rather than
-    letting answers pile up in memory. close() lets it send what is queued, then end."""
+    """Sends applied updates' answers on threads of their own while the main thread applies
+    the next updates: a Bot API round trip no longer waits behind a database transaction, nor
+    the next transaction behind it. What is queued was committed already, so queueing changes
+    nothing a crash could lose that sending at once would keep.
+
+    Each user's answers go through one lane (the user id picks it), so one chat sees its
+    answers in the order its updates were applied, while `lanes` chats are answered at once
+    and a slow answer holds back only the chats of its lane. The lanes are bounded: a slow
+    Bot API slows the applying down rather than letting answers pile up in memory. run()
+    drives every lane and returns when all are done; close() lets them send what is queued,
+    then end."""
 
     QUEUE_BOUND = 100
+    LANES = 4  # Bot API round trips under way at once; the bare library's echo bot runs 2 handler threads
 
-    def __init__(self, deliver):
+    def __init__(self, deliver, lanes=LANES):
         self._deliver = deliver
-        self._queue = queue.Queue(self.QUEUE_BOUND)
+        self._queues = [queue.Queue(self.QUEUE_BOUND) for _ in range(lanes)]
 
-    def put(self, answers):
+    def put(self, answers, key=0):
+        """Queue one update's answers; `key` (the user's id) keeps one user's answers in order."""
         if answers:
-            self._queue.put(answers)
+            self._queues[key % len(self._queues)].put(answers)
 
     def run(self):
-        while (answers := self._queue.get()) is not None:
+        others = [
+            threading.Thread(target=self._run_lane, args=(lane,), name=f"bot-answers-{index}", daemon=True)
+            for index, lane in enumerate(self._queues[1:], start=1)
+        ]
+        for thread in others:
+            thread.start()
+        self._run_lane(self._queues[0])
+        for thread in others:
+            thread.join()
+
+    def _run_lane(self, lane):
+        while (answers := lane.get()) is not None:
             try:
                 self._deliver(answers)
             except Exception:
                 logger.exception("answers could not be sent", extra={"task": "answer"})
 
     def close(self):
-        self._queue.put(None)
+        for lane in self._queues:
+            lane.put(None)
+
+
+class _Statements:
+    """The hot path's SQL, written once per database (peewee builds a query's SQL on every call otherwise)."""
+
+    def __init__(self, database):
+        self.database = database
+        postgres = isinstance(database, PostgresqlDatabase)
+        self.mark = "%s" if postgres else "?"
+        # FOR SHARE holds the lease row until the commit: another process's takeover (an
+        # upsert of that row) waits for this transaction, so nothing commits after a loss.
+        # SQLite's IMMEDIATE transaction holds the one write lock the takeover needs.
+        self.lock = " FOR SHARE" if postgres else ""
+        columns_sql, _ = Customer.select().sql()  # the model's columns, in its order
+        # "%s" here is where the IN list goes; the "%" of the SQL itself doubled for the formatting.
+        self.customers_sql = columns_sql.replace("%", "%%") + ' WHERE ("t1"."telegram_id" IN (%s))'
+        self.savepoint_name = "bot_update"
+
+    def record(self, rows, holder_id, now):
+        """Insert (update_id, kind, applied_at) rows if this holder's lease is live; the ids inserted."""
+        values = ", ".join(f"({self.mark}, {self.mark}, {self.mark})" for _ in rows)
+        sql = (
+            "INSERT INTO bot_updates (update_id, kind, applied_at) "
+            f"SELECT column1, column2, column3 FROM (VALUES {values}) AS fresh "
+            "WHERE EXISTS (SELECT 1 FROM job_leader WHERE name = {m} AND leader_id = {m} AND expires_at > {m}{lock}) "
+            "ON CONFLICT (update_id) DO NOTHING RETURNING update_id"
+        ).format(m=self.mark, lock=self.lock)
+        params = [value for row in rows for value in row] + [LEASE_NAME, holder_id, now]
+        return {row[0] for row in self.database.execute_sql(sql, params).fetchall()}
+
+    def recorded_before(self, update_ids):
+        marks = ", ".join([self.mark] * len(update_ids))
+        sql = f"SELECT update_id FROM bot_updates WHERE update_id IN ({marks})"
+        cursor = self.database.execute_sql(sql, update_ids)
+        return {row[0] for row in cursor.fetchall()}
+
+    def customers(self, telegram_ids):
+        """{telegram id: Customer} of those of these Telegram users who are customers, in one read."""
+        if not telegram_ids:
+            return {}
+        marks = ", ".join([self.mark] * len(telegram_ids))
+        return {customer.telegram_id: customer for customer in Customer.raw(self.customers_sql % marks, *telegram_ids)}
+
+    def send_with_next(self, sql):
+        """A statement whose answer nobody reads: on PostgreSQL it rides with the next one (no round trip)."""
+        defer = getattr(self.database, "defer", None)
+        if defer is not None:
+            defer([(sql, None)])
+        else:
+            self.database.execute_sql(sql)
+
+    def savepoint(self, release_previous):
+        # One savepoint per update, released when the next one starts: an update that is
+        # refused or fails is rolled back alone while the others of the batch commit.
+        if release_previous:
+            self.send_with_next(f"RELEASE SAVEPOINT {self.savepoint_name}")
+        self.send_with_next(f"SAVEPOINT {self.savepoint_name}")
+
+    def undo_update(self, update_id):
+        """Back to the update's savepoint, its update_id row with it: a refused update writes nothing."""
+        self.database.execute_sql(f"ROLLBACK TO SAVEPOINT {self.savepoint_name}")
+        self.database.execute_sql(f"DELETE FROM bot_updates WHERE update_id = {self.mark}", [update_id])
+
+
+def _runs_of_distinct_users(applied):
+    """{index where a run starts: the Telegram user ids of the run}: consecutive updates, no user twice."""
+    runs, users, start = {}, set(), 0
+    for index, (_, context) in enumerate(applied):
+        user = None if context.user is None else context.user.id
+        if user is not None and user in users:
+            runs[start] = users
+            users, start = set(), index
+        if user is not None:
+            users.add(user)
+    if applied:
+        runs[start] = users
+    return runs
 
 
 class UpdateApplier:
@@ -196,56 +304,118 @@ class UpdateApplier:
         self.stop = stop
         self.current = None  # the Context of the update being applied; handlers read it
         self.sender = None  # an AnswerSender (the bot process); without one, answers are sent before apply returns
+        self._statements = None
 
     def apply(self, update):
         """Apply one update; returns APPLIED, DUPLICATE, REFUSED or FAILED."""
-        context = Context(update.update_id, kind_of(update), user_of(update), origin_of(update))
-        if context.user is not None:
-            context.language = texts.language_of(context.user.language_code)
+        return self.apply_all([update])[0]
+
+    def apply_all(self, updates):
+        """Apply updates (in Telegram's order) in one transaction; their outcomes, in the same order.
+
+        One commit and one lease check serve them all; each update still has its effect and its
+        update_id committed together (SPEC 14.3) — the batch commits whole or not at all. A refused
+        or failed update is rolled back to its own savepoint, so it writes nothing and the others
+        keep their effects. LeaseLost and DatabaseUnavailable leave the whole batch uncommitted: the
+        caller keeps its offset, and the next getUpdates delivers the same updates again."""
+        contexts = [self._context_of(update) for update in updates]
         try:
-            outcome = self._apply_in_transaction(update, context)
-        except Refused as refusal:
-            context.answers = refusal.answers
-            outcome = REFUSED
+            outcomes = self._apply_in_transaction(updates, contexts)
         except (LeaseLost, DatabaseUnavailable):
             raise
         except (OperationalError, InterfaceError) as error:
             raise DatabaseUnavailable(str(error)) from None
         except Exception:
-            logger.exception("update failed; nothing of it was written", extra={"kind": context.kind})
-            context.answers = context.refusal("failure").answers
-            outcome = FAILED
-        if self.sender is not None:
-            self.sender.put(context.answers)
-        else:
-            self.deliver(context.answers)
-        return outcome
+            # Undoing one update failed (a write it queued failed when sent): nothing of the
+            # batch committed. Each update alone again; one alone that fails this way failed.
+            if len(updates) > 1:
+                return [outcome for update in updates for outcome in self.apply_all([update])]
+            logger.exception("update failed; nothing of it was written", extra={"kind": contexts[0].kind})
+            contexts[0].answers = contexts[0].refusal("failure").answers
+            outcomes = [FAILED]
+        for context in contexts:
+            if self.sender is not None:
+                self.sender.put(context.answers, context.user.id if context.user is not None else context.update_id)
+            else:
+                self.deliver(context.answers)
+        return outcomes
 
-    def _apply_in_transaction(self, update, context):
+    def _context_of(self, update):
+        context = Context(update.update_id, kind_of(update), user_of(update), origin_of(update))
+        if context.user is not None:
+            context.language = texts.language_of(context.user.language_code)
+        return context
+
+    def _sql(self):
+        if self._statements is None or self._statements.database is not db.obj:
+            self._statements = _Statements(db.obj)
+        return self._statements
+
+    def _record(self, sql, contexts):
+        """Record the batch's update ids under a live lease; the set of ids this transaction inserted.
+
+        The lease is checked by a read in the insert itself (no write per update: the lease
+        thread renews it). Only when it reads expired (a renewal late, or a takeover) is it
+        renewed here, and LeaseLost raised when another process holds it now."""
+        now = utcnow()
+        rows = list({context.update_id: (context.update_id, context.kind, now) for context in contexts}.values())
+        recorded = sql.record(rows, self.lease.holder_id, now)
+        missing = [row[0] for row in rows if row[0] not in recorded]
+        if missing:
+            missing_now = [update_id for update_id in missing if update_id not in sql.recorded_before(missing)]
+            if missing_now:  # not there before and not inserted: the lease did not read live
+                self.lease.confirm()
+                recorded |= sql.record([row for row in rows if row[0] in missing_now], self.lease.holder_id, now)
+        return recorded
+
+    def _apply_in_transaction(self, updates, contexts):
+        sql = self._sql()
         with db.atomic():
-            self.lease.confirm()
-            # The row goes in first: one statement both records the update and tells a
-            # repeat (nothing inserted), and it commits with the effect or not at all.
-            recorded = (
-                BotUpdate.insert(update_id=update.update_id, kind=context.kind, applied_at=utcnow())
-                .on_conflict_ignore()
-                .as_rowcount()
-                .execute()
-            )
-            if not recorded:
-                return DUPLICATE
-            if context.user is not None:
-                context.customer = customers.find_by_telegram(context.user.id)
-                if context.customer is not None:
-                    context.language = texts.language_of(context.customer.language_code)
-                    if context.customer.blocked and not _is_payment(update):
-                        raise context.refusal("blocked")  # money that already moved is still recorded
-            self.current = context
-            try:
-                self.bot.process_new_updates([update])
-            finally:
-                self.current = None
-        return APPLIED
+            fresh = self._record(sql, contexts)
+            applied = []  # (update, context) to apply: the first copy of each id not recorded before
+            for update, context in zip(updates, contexts, strict=True):
+                if context.update_id in fresh:
+                    fresh.discard(context.update_id)  # a second copy in the same batch is a repeat
+                    applied.append((update, context))
+            runs = _runs_of_distinct_users(applied)
+            outcome_of = {}
+            savepoint_open = False
+            for index, (update, context) in enumerate(applied):
+                if index in runs:
+                    # One read for the customers of a run of updates from distinct users; a user's
+                    # next update starts the next run, whose read sees what this one wrote.
+                    known = sql.customers(sorted(runs[index]))
+                sql.savepoint(release_previous=savepoint_open)
+                savepoint_open = True
+                customer = None if context.user is None else known.get(context.user.id)
+                try:
+                    self._apply_one(update, context, customer)
+                    outcome_of[id(context)] = APPLIED
+                except Refused as refusal:
+                    sql.undo_update(context.update_id)
+                    context.answers = refusal.answers
+                    outcome_of[id(context)] = REFUSED
+                except (LeaseLost, DatabaseUnavailable, OperationalError, InterfaceError):
+                    raise
+                except Exception:
+                    logger.exception("update failed; nothing of it was written", extra={"kind": context.kind})
+                    sql.undo_update(context.update_id)
+                    context.answers = context.refusal("failure").answers
+                    outcome_of[id(context)] = FAILED
+        return [outcome_of.get(id(context), DUPLICATE) for context in contexts]
+
+    def _apply_one(self, update, context, customer):
+        if context.user is not None:
+            context.customer = customer
+            if context.customer is not None:
+                context.language = texts.language_of(context.customer.language_code)
+                if context.customer.blocked and not _is_payment(update):
+                    raise context.refusal("blocked")  # money that already moved is still recorded
+        self.current = context
+        try:
+            self.bot.process_new_updates([update])
+        finally:
+            self.current = None
 
     # --- answers, after the commit ------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 import datetime
 
-from peewee import BigAutoField, BigIntegerField, DateTimeField, ForeignKeyField, TextField
+from peewee import BigAutoField, BigIntegerField, BooleanField, DateTimeField, ForeignKeyField, TextField
 
 from models.base import BaseModel, utcnow
 from models.commerce import Customer, Order
@@ -80,4 +80,17 @@ class BotForumTopic(BaseModel):
         indexes = ((("chat_id", "topic"), True),)
 
 
-BOT_MODELS = [BotUpdate, BotSession, BotCheckoutSession, BotShopReview, BotForumTopic]
+class BotChannelMember(BaseModel):
+    """A customer's membership of the required channel as getChatMember last answered it (SPEC 6)."""
+
+    customer = ForeignKeyField(Customer, primary_key=True, column_name="customer_id")
+    channel = TextField()  # the APP_TELEGRAM_REQUIRED_CHANNEL checked; a row for another channel is no answer
+    member = BooleanField()
+    checked_at = DateTimeField()
+    left_at = DateTimeField(null=True)  # a re-check found them gone
+
+    class Meta:
+        table_name = "bot_channel_members"
+
+
+BOT_MODELS = [BotUpdate, BotSession, BotCheckoutSession, BotShopReview, BotForumTopic, BotChannelMember]

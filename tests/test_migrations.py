@@ -110,6 +110,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0019_customer_notice_delivery",
         "0020_bot_loops",
         "0021_refunds",
+        "0023_channel_members",
         "0025_gift_code_delivery",
     ]
     assert migrations.pending(database) == everything

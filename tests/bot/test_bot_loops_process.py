@@ -66,3 +66,25 @@ def test_a_bot_killed_mid_campaign_leaves_nobody_with_the_text_twice(bots, fake_
     assert delivery["sent"] + delivery["failed"] == 300 and delivery["failed"] == interrupted
     assert interrupted <= SENDERS  # at most the calls in flight when the bot died
     assert sum(counts.values()) >= delivery["sent"]
+
+
+def test_with_a_required_channel_the_bot_process_re_verifies_the_stored_members(bots, fake_telegram):
+    from bot.membership import RECHECK_S
+    from models.base import utcnow
+    from models.bot import BotChannelMember
+    from models.commerce import Customer
+
+    channel = "@omniflow_news"
+    stale = utcnow() - datetime.timedelta(seconds=RECHECK_S + 60)
+    stayed = Customer.create(telegram_id=880_001, display_name="stays")
+    left = Customer.create(telegram_id=880_002, display_name="leaves")
+    for customer in (stayed, left):
+        BotChannelMember.create(customer=customer.id, channel=channel, member=True, checked_at=stale)
+    fake_telegram.set_member(channel, stayed.telegram_id, "member")
+
+    bot = bots.start({"APP_TELEGRAM_REQUIRED_CHANNEL": channel})
+    bots.wait_polling(bot)
+    wait_for(lambda: not BotChannelMember.get_by_id(left.id).member, 30, message="the leaver stored as gone")
+    assert BotChannelMember.get_by_id(stayed.id).member and BotChannelMember.get_by_id(stayed.id).checked_at > stale
+    assert BotChannelMember.get_by_id(left.id).left_at is not None
+    assert "channel membership off" not in bots.log(bot)

@@ -122,6 +122,7 @@ def test_sigterm_stops_polling_at_once_and_releases_the_lease(bots, fake_telegra
     assert JobLeader.get_or_none(JobLeader.name == LEASE_NAME) is None
     assert "bot stopped; lease released" in bots.log(bot)
     assert "operator notifier off: APP_TELEGRAM_OPERATOR_CHAT_ID is not set" in bots.log(bot)
+    assert "channel membership off: APP_TELEGRAM_REQUIRED_CHANNEL is not set" in bots.log(bot)
     successor = bots.start()
     bots.wait_polling(successor, timeout=10)  # no waiting out a TTL after a clean stop
 

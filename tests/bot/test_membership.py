@@ -1,13 +1,19 @@
 """SPEC 6, 14.6: with APP_TELEGRAM_REQUIRED_CHANNEL set, only the channel's members may buy (getChatMember, a member
-remembered 10 minutes, a refusal never); unset, nothing is checked."""
+stored 10 minutes, a refusal never); the 10-minute loop re-verifies stored members in batches of 100; unset,
+nothing is checked. Against the fake Bot API over HTTP, on both databases."""
 
 import dataclasses
+import datetime
+import threading
 
 import pytest
 
 from bot import keyboards, membership
 from bot.updates import APPLIED, REFUSED
 from config.settings import load_settings
+from models.base import utcnow
+from models.bot import BotChannelMember
+from models.commerce import Customer
 from tests.support.botruns import InProcessBot, row_counts
 from tests.support.shop import rub_plan
 
@@ -53,18 +59,119 @@ def test_someone_not_in_the_channel_is_refused_plainly_and_nothing_is_written(
     assert "Plans on sale. Choose one:" in [message["text"] for message in fake_telegram.bot_messages(ANN["id"])]
 
 
-def test_a_member_is_checked_once_per_10_minutes(database, telebot, fake_telegram, bot_services, plan, monkeypatch):
+def age(customer_ids, seconds):
+    """Move the stored last checks back in time, as if `seconds` had passed."""
+    for row in BotChannelMember.select().where(BotChannelMember.customer.in_(customer_ids)):
+        moved = row.checked_at - datetime.timedelta(seconds=seconds)
+        BotChannelMember.update(checked_at=moved).where(BotChannelMember.customer == row.customer_id).execute()
+
+
+def ann_customer():
+    return Customer.get(Customer.telegram_id == ANN["id"])
+
+
+def test_a_member_is_checked_once_per_10_minutes_and_the_answer_is_stored(
+    database, telebot, fake_telegram, bot_services, plan
+):
     bot = bot_with(telebot, fake_telegram, CHANNEL)
     fake_telegram.set_member(CHANNEL, ANN["id"], "administrator")
-    now = [1000.0]
-    monkeypatch.setattr(membership.current(), "clock", lambda: now[0])
     assert press_buy(bot, fake_telegram) == [APPLIED]
     assert press_buy(bot, fake_telegram) == [APPLIED]
     assert checks(fake_telegram) == 1
+    stored = BotChannelMember.get(BotChannelMember.customer == ann_customer().id)
+    assert (stored.channel, stored.member, stored.left_at) == (CHANNEL, True, None)
     fake_telegram.set_member(CHANNEL, ANN["id"], "left")
-    now[0] += membership.RECHECK_S + 1
+    age([stored.customer_id], membership.RECHECK_S + 1)
     assert press_buy(bot, fake_telegram) == [REFUSED]
     assert checks(fake_telegram) == 2
+
+
+def test_a_member_stored_for_another_channel_is_asked_again(database, telebot, fake_telegram, bot_services, plan):
+    bot = bot_with(telebot, fake_telegram, CHANNEL)
+    BotChannelMember.create(customer=ann_customer().id, channel="@old_channel", member=True, checked_at=utcnow())
+    assert press_buy(bot, fake_telegram) == [REFUSED]  # not a member of the channel required now
+    assert checks(fake_telegram) == 1
+
+
+def members(count, first_id=900_000):
+    """`count` customers stored as members checked 11 minutes ago; their ids, in customer id order."""
+    checked = utcnow() - datetime.timedelta(seconds=membership.RECHECK_S + 60)
+    ids = []
+    for index in range(count):
+        customer = Customer.create(telegram_id=first_id + index, display_name=f"member {index}")
+        BotChannelMember.create(customer=customer.id, channel=CHANNEL, member=True, checked_at=checked)
+        ids.append(customer.id)
+    return sorted(ids)
+
+
+def recheck(telebot, stop=None):
+    return membership.MembershipRecheck(telebot, CHANNEL, stop or threading.Event())
+
+
+def test_the_loop_re_verifies_due_members_in_batches_of_100_and_stores_who_left(database, telebot, fake_telegram):
+    ids = members(230)
+    telegram_of = dict(Customer.select(Customer.id, Customer.telegram_id).tuples())
+    leavers = set(ids[::10])  # 23 left the channel; the rest stayed, some as admins or restricted members
+    for index, customer_id in enumerate(ids):
+        if customer_id in leavers:
+            status = "left" if index % 20 else "kicked"
+        else:
+            status = ("member", "administrator", "creator")[index % 3]
+        fake_telegram.set_member(CHANNEL, telegram_of[customer_id], status)
+    fresh = members(5, first_id=950_000)
+    age(fresh, -(membership.RECHECK_S + 60))  # checked just now: not due
+
+    assert recheck(telebot).run_once() == (207, 23, 0)
+    assert checks(fake_telegram) == 230  # the fresh five were not asked
+    rows = {row.customer_id: row for row in BotChannelMember.select()}
+    assert {customer_id for customer_id, row in rows.items() if not row.member} == leavers
+    assert all(rows[customer_id].left_at is not None for customer_id in leavers)
+    assert all(row.checked_at > utcnow() - datetime.timedelta(minutes=1) for row in rows.values())
+
+    assert recheck(telebot).run_once() == (0, 0, 0)  # everyone was just checked: nobody is due
+    assert checks(fake_telegram) == 230
+
+
+def test_a_member_found_gone_is_refused_at_the_next_purchase_and_may_buy_again_after_rejoining(
+    database, telebot, fake_telegram, bot_services, plan
+):
+    bot = bot_with(telebot, fake_telegram, CHANNEL)
+    fake_telegram.set_member(CHANNEL, ANN["id"], "member")
+    assert press_buy(bot, fake_telegram) == [APPLIED]
+    customer_id = ann_customer().id
+    fake_telegram.set_member(CHANNEL, ANN["id"], "left")
+    age([customer_id], membership.RECHECK_S + 1)
+    assert recheck(bot.telebot).run_once() == (0, 1, 0)
+    assert press_buy(bot, fake_telegram) == [REFUSED]
+    assert BotChannelMember.get(BotChannelMember.customer == customer_id).member is False
+    fake_telegram.set_member(CHANNEL, ANN["id"], "member")
+    assert press_buy(bot, fake_telegram) == [APPLIED]
+    stored = BotChannelMember.get(BotChannelMember.customer == customer_id)
+    assert stored.member is True and stored.left_at is None
+
+
+def test_when_telegram_cannot_answer_the_loop_keeps_the_state_and_asks_next_run(database, telebot, fake_telegram):
+    ids = members(150)
+    for customer_id, telegram_id in Customer.select(Customer.id, Customer.telegram_id).tuples():
+        fake_telegram.set_member(CHANNEL, telegram_id, "member")
+    before = {row.customer_id: row.checked_at for row in BotChannelMember.select()}
+    fake_telegram.set_fault("getChatMember", "5xx")
+    assert recheck(telebot).run_once() == (0, 0, 100)  # the first batch failed whole: the run ends
+    assert checks(fake_telegram) == 1  # the rest of the batch was not asked
+    assert {row.customer_id: row.checked_at for row in BotChannelMember.select()} == before
+    fake_telegram.clear_faults()
+    assert recheck(telebot).run_once() == (150, 0, 0)
+    assert len(ids) == 150
+
+
+def test_a_429_waits_its_retry_after_and_the_run_goes_on(database, telebot, fake_telegram):
+    members(3)
+    for _, telegram_id in Customer.select(Customer.id, Customer.telegram_id).tuples():
+        fake_telegram.set_member(CHANNEL, telegram_id, "member")
+    fake_telegram.set_fault("getChatMember", "429", count=1, retry_after=1)
+    started = datetime.datetime.now()
+    assert recheck(telebot).run_once() == (2, 0, 1)  # the member refused with 429 is asked next run
+    assert (datetime.datetime.now() - started).total_seconds() >= 1
 
 
 def test_a_check_telegram_cannot_answer_lets_the_purchase_through(database, telebot, fake_telegram, bot_services, plan):

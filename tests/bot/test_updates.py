@@ -50,24 +50,33 @@ def test_a_replayed_update_is_skipped(bot, fake_telegram):
     assert len(fake_telegram.bot_messages(BOB["id"])) == 1
 
 
-def test_answers_sent_from_their_own_thread_keep_the_order_of_the_updates_and_close_sends_what_is_queued(
+def test_a_chats_answers_keep_the_order_of_its_updates_another_chat_is_not_held_back_and_close_sends_what_is_queued(
     bot, fake_telegram
 ):
     sender = AnswerSender(bot.applier.deliver)
     bot.applier.sender = sender
-    fake_telegram.set_fault("sendMessage", "slow", count=1, delay=3)  # the first answer holds the rest back
-    users = [{"id": 601 + index, "first_name": name, "language_code": "en"} for index, name in enumerate("ABC")]
-    for user in users:
-        fake_telegram.send_message(user, "/start")
+    ann, bob = (
+        {"id": 601, "first_name": "A", "language_code": "en"},
+        {"id": 602, "first_name": "B", "language_code": "en"},
+    )
+    fake_telegram.set_fault("sendMessage", "slow", count=1, delay=3, chat_id=ann["id"])  # Ann's first answer is slow
+    fake_telegram.send_message(ann, "/start")
+    fake_telegram.send_message(ann, "hello")
+    fake_telegram.send_message(bob, "/start")
+    fake_telegram.send_message(ann, "/frobnicate")
     thread = threading.Thread(target=sender.run)
     thread.start()
-    assert bot.drain() == [APPLIED, APPLIED, APPLIED]  # applied while the first answer is still under way
-    wait_for(lambda: fake_telegram.accepted_count("sendMessage") >= 1, 10, message="the first answer under way")
-    assert fake_telegram.accepted_count("sendMessage") == 1  # the others wait behind it
+    assert bot.drain() == [APPLIED, REFUSED, APPLIED, REFUSED]  # applied while Ann's first answer is under way
+    wait_for(lambda: fake_telegram.bot_messages(bob["id"]), 10, message="Bob answered meanwhile")
+    assert len(fake_telegram.bot_messages(ann["id"])) == 1  # Ann's later answers wait behind her first
     sender.close()
     thread.join(15)
     assert not thread.is_alive()
-    assert [call["chat_id"] for call in fake_telegram.accepted("sendMessage")] == [user["id"] for user in users]
+    assert [message["text"].split("!")[0].split(".")[0] for message in fake_telegram.bot_messages(ann["id"])] == [
+        "Welcome, A",
+        "I work with buttons and commands",
+        "I don't know the command /frobnicate",
+    ]
 
 
 def test_the_language_follows_telegram_until_the_customer_chooses_one(bot, fake_telegram):
@@ -210,3 +219,65 @@ def test_a_customer_marked_unreachable_who_sends_start_is_reachable_again(bot, f
     fake_telegram.send_message(BOB, "/start")
     assert bot.drain() == [APPLIED]
     assert Customer.get(Customer.telegram_id == BOB["id"]).telegram_unreachable_at is None
+
+
+def test_updates_applied_together_keep_each_effect_with_its_id_and_a_refused_or_failed_one_writes_nothing(
+    bot, fake_telegram, monkeypatch
+):
+    from bot.handlers import fallback
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(fallback, "on_unknown_command", broken)
+    first = fake_telegram.send_message(ANN, "/start")  # creates Ann
+    fake_telegram.send_message(ANN, "x" * 5000)  # refused
+    third = fake_telegram.send_message(ANN, "/start")  # finds Ann, created by the first in the same transaction
+    fake_telegram.send_message(BOB, "hi")  # refused: Bob never started
+    fifth = fake_telegram.send_message(BOB, "/start")  # creates Bob
+    fake_telegram.send_message(BOB, "/frobnicate")  # fails
+    assert bot.drain() == [APPLIED, REFUSED, APPLIED, REFUSED, APPLIED, FAILED]
+    assert sorted(row.update_id for row in BotUpdate.select()) == sorted(
+        u["update_id"] for u in (first, third, fifth)
+    )  # fmt: skip
+    assert Customer.select().count() == 2
+    ann_texts = [message["text"] for message in fake_telegram.bot_messages(ANN["id"])]
+    assert [text.split(",")[0].split(":")[0] for text in ann_texts] == [
+        "Добро пожаловать", "Сообщение слишком длинное", "С возвращением",
+    ]  # fmt: skip
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("Something went wrong on our side.")
+
+
+def test_a_batch_whose_lease_another_bot_holds_now_raises_lease_lost_and_writes_nothing(bot, fake_telegram):
+    import datetime
+
+    from bot.lease import LEASE_NAME, LeaseLost
+    from models.base import utcnow
+    from models.jobs import JobLeader
+
+    JobLeader.update(leader_id="another-bot", expires_at=utcnow() + datetime.timedelta(seconds=30)).where(
+        JobLeader.name == LEASE_NAME
+    ).execute()
+    before = row_counts()
+    fake_telegram.send_message(ANN, "/start")
+    fake_telegram.send_message(BOB, "/start")
+    with pytest.raises(LeaseLost):
+        bot.drain()
+    assert row_counts() == before
+    assert bot.lease.lost.is_set()
+    assert fake_telegram.bot_messages(ANN["id"]) == []
+
+
+def test_a_lease_that_expired_with_nobody_taking_it_is_renewed_by_the_batch(bot, fake_telegram):
+    import datetime
+
+    from bot.lease import LEASE_NAME
+    from models.base import utcnow
+    from models.jobs import JobLeader
+
+    JobLeader.update(expires_at=utcnow() - datetime.timedelta(seconds=1)).where(JobLeader.name == LEASE_NAME).execute()
+    fake_telegram.send_message(ANN, "/start")
+    assert bot.drain() == [APPLIED]
+    lease = JobLeader.get(JobLeader.name == LEASE_NAME)
+    assert lease.leader_id == bot.lease.holder_id and lease.expires_at > utcnow()
+    assert not bot.lease.lost.is_set()

@@ -39,8 +39,9 @@ KEPT = {
     "plan_prices", "addons", "addon_prices", "gift_cards", "access_codes", "access_code_activations",
     "personal_offers", "trial_activations", "payment_intents", "refunds",
     "ledger_accounts", "ledger_transactions", "ledger_entries",
-    # where the outbox is published (configuration, with sealed secrets); the bot's forum topics
-    "outbox_destinations", "bot_forum_topics",
+    # where the outbox is published (configuration, with sealed secrets); the bot's forum topics; each
+    # customer's channel membership (their current state, one row each)
+    "outbox_destinations", "bot_forum_topics", "bot_channel_members",
     # audit, operators (identity), notices, the maintenance switch
     "audit_events", "operator_notices", "customer_notices", "operators", "operator_sessions",
     "operator_login_failures", "maintenance_state",

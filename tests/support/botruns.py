@@ -25,9 +25,10 @@ class InProcessBot:
         """Apply every queued update; returns their outcomes in order."""
         outcomes = []
         while self.fake.waiting(self.offset):
-            for update in self.telebot.get_updates(offset=self.offset, timeout=5, long_polling_timeout=1):
-                outcomes.append(self.applier.apply(update))
-                self.offset = update.update_id + 1
+            updates = self.telebot.get_updates(offset=self.offset, timeout=5, long_polling_timeout=1)
+            if updates:
+                outcomes.extend(self.applier.apply_all(updates))  # one transaction, as bot/polling.py does
+                self.offset = updates[-1].update_id + 1
         return outcomes
 
 
