@@ -27,7 +27,7 @@ invoice) gets one, so every payment that touched an order is on record.
 from dataclasses import dataclass
 
 from commerce import providers as configured
-from commerce.settlement import SETTLED_STATES, SettlementRejected, settle_order
+from commerce.settlement import SETTLED_STATES, SettlementRejected, lock_order, settle_locked
 from integrations.payments import (
     STATUS_CANCELED,
     STATUS_EXPIRED,
@@ -38,7 +38,7 @@ from integrations.payments import (
 from models.base import db, utcnow
 from models.commerce import Order
 from models.payments import PaymentIntent
-from models.transactions import defer, locked
+from models.transactions import defer
 from ops.records import queue_notice
 
 SETTLED = "settled"
@@ -93,12 +93,13 @@ def apply_payment(payment, settled_by):
                 _set_status(intent, "failed")
             _notice(NOTICE_PAYMENT_MISMATCH, payment, order)
             return Applied(AMOUNT_MISMATCH, order.id, intent.id)
+        # The order is locked here already: settle_locked does not lock (nor read) it again.
         if intent.status == "succeeded" and order.status in SETTLED_STATES:
-            return Applied(REPLAYED, order.id, intent.id, settle_order(order.id, settled_by, payment.provider))
+            return Applied(REPLAYED, order.id, intent.id, settle_locked(order, settled_by, payment.provider))
         if order.status in SETTLED_STATES:
             return _unapplied(order, intent, payment)
         try:
-            settlement = settle_order(order.id, settled_by, payment.provider)
+            settlement = settle_locked(order, settled_by, payment.provider)
         except SettlementRejected:
             return _unapplied(order, intent, payment)
         _set_status(intent, "succeeded")
@@ -128,7 +129,7 @@ def poll_intent(intent, providers=None):
 
 
 def _locked_order(order_id):
-    return None if order_id is None else locked(Order.select().where(Order.id == order_id)).first()
+    return None if order_id is None else lock_order(order_id)
 
 
 def _intent_of(payment):

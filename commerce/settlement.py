@@ -49,7 +49,7 @@ order that expired or was cancelled while its payer was paying.
 import datetime
 from dataclasses import dataclass, replace
 
-from peewee import IntegrityError
+from peewee import JOIN, IntegrityError
 
 from commerce import ledger
 from commerce.catalogue import CatalogueError, unused_value
@@ -58,9 +58,9 @@ from fulfillment.enqueue import enqueue_operation, find_operation
 from fulfillment.rules import NOTICE_ORDER_PAID
 from models.base import db, utcnow
 from models.catalogue import TrialActivation
-from models.commerce import PAYMENT_PROVIDERS, RESETS_TRAFFIC, Order, Subscription
+from models.commerce import PAYMENT_PROVIDERS, RESETS_TRAFFIC, Order, Plan, Subscription, new_uuid
 from models.fulfillment import Entitlement, FulfillmentOperation
-from models.transactions import defer, locked
+from models.transactions import defer, fetch_one, is_postgres, locked
 from ops.records import emit_event, queue_notice
 
 SETTLED_STATES = ("paid", "fulfilled", "partially_refunded", "refunded")
@@ -106,14 +106,33 @@ def settle_order(order_id, settled_by, provider=None):
     if settled_by not in SETTLED_BY:
         raise SettlementRejected(INVALID_SETTLEMENT_SOURCE, f"unknown settlement source {settled_by!r}")
     with db.atomic():
-        order = locked(Order.select().where(Order.id == order_id)).first()
+        order = lock_order(order_id)
         if order is None:
             raise SettlementRejected(ORDER_NOT_FOUND, f"order {order_id} does not exist")
+        return settle_locked(order, settled_by, provider)
+
+
+def lock_order(order_id):
+    """The order row under its lock (FOR UPDATE on PostgreSQL), with its plan read in the same
+    statement (the plan row itself is not locked), or None."""
+    query = Order.select(Order, Plan).join(Plan, JOIN.LEFT_OUTER).where(Order.id == order_id)
+    return (query.for_update(of=Order) if is_postgres() else query).first()
+
+
+def settle_locked(order, settled_by, provider=None):
+    """settle_order for an order its caller has already locked in the open transaction
+    (apply_payment locks it first to judge the payment: a second lock would be a round trip
+    more for nothing)."""
+    if settled_by not in SETTLED_BY:
+        raise SettlementRejected(INVALID_SETTLEMENT_SOURCE, f"unknown settlement source {settled_by!r}")
+    if not db.in_transaction():
+        raise RuntimeError("settle_locked runs inside the transaction that locked the order")
+    with db.atomic():
         if order.status in SETTLED_STATES:
             return _first_settlement(order)
         payable = SETTLEABLE_STATES + (LATE_STATES if settled_by in PROVIDER_PATHS else ())
         if order.status not in payable:
-            raise SettlementRejected(ORDER_NOT_PAYABLE, f"order {order_id} is {order.status}")
+            raise SettlementRejected(ORDER_NOT_PAYABLE, f"order {order.id} is {order.status}")
 
         now = utcnow().replace(microsecond=0)
         _book(order, settled_by, provider)
@@ -135,7 +154,10 @@ def settle_order(order_id, settled_by, provider=None):
             ).where(Order.id == order.id)
         )
         queue_notice(
-            NOTICE_ORDER_PAID, f"order:{order.id}", {"orderId": order.id, "entitlementId": settlement.entitlement_id}
+            NOTICE_ORDER_PAID,
+            f"order:{order.id}",
+            {"orderId": order.id, "entitlementId": settlement.entitlement_id},
+            returning=False,
         )
         return settlement
 
@@ -211,6 +233,7 @@ def _open_period(order, now):
             "currency": order.currency,
         },
         aggregate=f"customer:{order.customer_id}",
+        returning=False,
     )
     return Settlement(order.id, entitlement.id, enqueued.operation.id, already_settled=False), subscription
 
@@ -244,6 +267,7 @@ def _apply_addon(order):
             "currency": order.currency,
         },
         aggregate=f"customer:{order.customer_id}",
+        returning=False,
     )
     return Settlement(order.id, entitlement.id, enqueued.operation.id, already_settled=False)
 
@@ -260,6 +284,7 @@ def _credit_wallet(order):
             "balanceMinor": ledger.balance(order.customer_id, order.currency),
         },
         aggregate=f"customer:{order.customer_id}",
+        returning=False,
     )
     return Settlement(order.id, None, None, already_settled=False)
 
@@ -313,9 +338,16 @@ def _plus(limit, extra):
 
 
 def _new_subscription(order):
-    """A purchase without a target subscription opens the customer's next slot."""
-    used = [s.slot for s in Subscription.select(Subscription.slot).where(Subscription.customer == order.customer_id)]
-    return Subscription.create(customer=order.customer_id, slot=max(used, default=0) + 1)
+    """A purchase without a target subscription opens the customer's next slot (one statement:
+    the slot is read and taken together; a concurrent purchase taking it is refused by the unique
+    (customer, slot) as before)."""
+    subscription = Subscription(id=new_uuid(), customer=order.customer_id, auto_renew=False, created_at=utcnow())
+    subscription.slot = fetch_one(
+        "INSERT INTO subscriptions (id, customer_id, slot, auto_renew, created_at)"
+        " SELECT %s, %s, COALESCE(MAX(slot), 0) + 1, %s, %s FROM subscriptions WHERE customer_id = %s RETURNING slot",
+        (subscription.id, order.customer_id, False, subscription.created_at, order.customer_id),
+    )[0]
+    return subscription
 
 
 CONTINUES_PERIOD = ("extension", "renewal", "downgrade")

@@ -429,8 +429,15 @@ class PostgresQueueSQL(QueueSQL):
         return _NoTransaction()
 
     def notify(self, queues):
-        for queue in sorted(set(queues)):
-            self.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
+        statements = [("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue]) for queue in sorted(set(queues))]
+        target = getattr(self.db, "obj", self.db)  # the database behind models.db's proxy
+        if hasattr(target, "defer"):
+            # A notification is delivered at COMMIT whenever it was sent: inside a transaction
+            # it rides with the next round trip (config/database.py), outside it goes at once.
+            target.defer(statements)
+            return
+        for sql, params in statements:
+            self.execute(sql, params)
 
     def binary(self, value):
         import psycopg2
