@@ -38,7 +38,7 @@ from integrations.payments import (
 from models.base import db, utcnow
 from models.commerce import Order
 from models.payments import PaymentIntent
-from models.transactions import defer
+from models.transactions import cached_select, execute_all
 from ops.records import queue_notice
 
 SETTLED = "settled"
@@ -133,9 +133,13 @@ def _locked_order(order_id):
 
 
 def _intent_of(payment):
-    return PaymentIntent.get_or_none(
-        PaymentIntent.provider == payment.provider, PaymentIntent.provider_payment_id == payment.payment_id
-    )
+    def build():
+        return PaymentIntent.select().where(
+            (PaymentIntent.provider == payment.provider) & (PaymentIntent.provider_payment_id == payment.payment_id)
+        ).limit(1)
+
+    rows = cached_select("payments.intent_of", build, (payment.provider, payment.payment_id, 1))
+    return rows[0] if rows else None
 
 
 def _adopted_intent(order, payment):
@@ -172,7 +176,8 @@ def _adopted_intent(order, payment):
 
 
 def _set_status(intent, status):
-    defer(PaymentIntent.update(status=status, updated_at=utcnow()).where(PaymentIntent.id == intent.id))
+    statement = "UPDATE payment_intents SET status = %s, updated_at = %s WHERE id = %s"
+    execute_all([(statement, (status, utcnow(), intent.id))])
 
 
 def _follow(order, intent, status):

@@ -60,7 +60,7 @@ from models.base import db, utcnow
 from models.catalogue import TrialActivation
 from models.commerce import PAYMENT_PROVIDERS, RESETS_TRAFFIC, Order, Plan, Subscription, new_uuid
 from models.fulfillment import Entitlement, FulfillmentOperation
-from models.transactions import defer, fetch_one, is_postgres, locked
+from models.transactions import cached_select, execute_all, fetch_one, is_postgres, locked
 from ops.records import emit_event, queue_notice
 
 SETTLED_STATES = ("paid", "fulfilled", "partially_refunded", "refunded")
@@ -115,8 +115,13 @@ def settle_order(order_id, settled_by, provider=None):
 def lock_order(order_id):
     """The order row under its lock (FOR UPDATE on PostgreSQL), with its plan read in the same
     statement (the plan row itself is not locked), or None."""
-    query = Order.select(Order, Plan).join(Plan, JOIN.LEFT_OUTER).where(Order.id == order_id)
-    return (query.for_update(of=Order) if is_postgres() else query).first()
+
+    def build():
+        query = Order.select(Order, Plan).join(Plan, JOIN.LEFT_OUTER).where(Order.id == order_id).limit(1)
+        return query.for_update(of=Order) if is_postgres() else query
+
+    rows = cached_select("settlement.lock_order", build, (order_id, 1))
+    return rows[0] if rows else None
 
 
 def settle_locked(order, settled_by, provider=None):
@@ -143,15 +148,21 @@ def settle_locked(order, settled_by, provider=None):
         else:
             settlement, subscription = _open_period(order, now)
         fulfilled = order.operation == "topup"
-        defer(
-            Order.update(
-                status="fulfilled" if fulfilled else "paid",
-                paid_at=now,
-                fulfilled_at=now if fulfilled else None,
-                settled_by=settled_by,
-                subscription=subscription,
-                expires_at=None,
-            ).where(Order.id == order.id)
+        execute_all(
+            [
+                (
+                    "UPDATE orders SET status = %s, paid_at = %s, fulfilled_at = %s, settled_by = %s,"
+                    " subscription_id = %s, expires_at = NULL WHERE id = %s",
+                    (
+                        "fulfilled" if fulfilled else "paid",
+                        now,
+                        now if fulfilled else None,
+                        settled_by,
+                        getattr(subscription, "id", subscription),
+                        order.id,
+                    ),
+                )
+            ]
         )
         queue_notice(
             NOTICE_ORDER_PAID,
@@ -200,7 +211,7 @@ def _open_period(order, now):
                 TrialActivation.create(customer=order.customer_id, plan=plan, order=order, activated_at=now)
         except IntegrityError:
             raise SettlementRejected(TRIAL_ALREADY_USED, "this customer has had a trial") from None
-    entitlement = Entitlement.create(
+    entitlement = _new_entitlement(
         order=order,
         subscription=subscription,
         plan=plan,
@@ -236,6 +247,31 @@ def _open_period(order, now):
         returning=False,
     )
     return Settlement(order.id, entitlement.id, enqueued.operation.id, already_settled=False), subscription
+
+
+_ENTITLEMENT_COLUMNS = (
+    "order_id", "subscription_id", "plan_id", "status", "starts_at", "ends_at", "paused_at",
+    "traffic_allowance_bytes", "device_limit", "squad_ids", "grace_period_hours", "created_at", "updated_at",
+)  # fmt: skip
+_NEW_ENTITLEMENT = (
+    f"INSERT INTO entitlements ({', '.join(_ENTITLEMENT_COLUMNS)})"
+    f" VALUES ({', '.join(['%s'] * len(_ENTITLEMENT_COLUMNS))}) RETURNING id"
+)
+
+
+def _new_entitlement(**values):
+    """Entitlement.create without peewee building the INSERT each time: the row, and the model as
+    it now stands (the fields given are every column but the id the INSERT answers)."""
+    entitlement = Entitlement(**values)
+    params = [_column_value(entitlement, column) for column in _ENTITLEMENT_COLUMNS]
+    entitlement.id = fetch_one(_NEW_ENTITLEMENT, params)[0]
+    entitlement._dirty.clear()
+    return entitlement
+
+
+def _column_value(entitlement, column):
+    field = Entitlement._meta.columns[column]
+    return field.db_value(entitlement.__data__.get(field.name))
 
 
 def _apply_addon(order):
