@@ -3,9 +3,14 @@
 1. The delivery is parsed (the adapter verifies CryptoBot's signature before
    reading anything) and stored raw in `provider_webhook_events`, with
    `retain_until` 30 days on, in a short transaction of its own that commits
-   before anything else: a crash afterwards keeps it. A delivery that is not
-   the provider's (bad signature → 401, not its documented shape → 400) stays
-   there with its outcome and `signature_ok = false`; nothing is settled.
+   before anything else: a crash afterwards keeps it. The same statement
+   asks whether the event was already applied (step 2). An accepted
+   delivery's commit does not wait for the disk: the synchronous commit that
+   records its outcome, before it is answered, flushes it with its own
+   (`flushed_by_next_commit`); a refused one's does, as nothing follows it.
+   A delivery that is not the provider's (bad signature → 401, not its
+   documented shape → 400) stays there with its outcome and
+   `signature_ok = false`; nothing is settled.
 2. A delivery of an event already processed is a replay: 200, nothing changes.
 3. YooKassa signs nothing, so its notification is only a hint: the payment
    is fetched from the API and what the API says is applied. A payment the
@@ -32,7 +37,7 @@ from integrations.payments import (
 )
 from models.base import db, utcnow
 from models.payments import ProviderWebhookEvent
-from models.transactions import execute_all, fetch_one
+from models.transactions import execute_all, fetch_one, flushed_by_next_commit
 
 RETENTION = datetime.timedelta(days=30)
 
@@ -111,12 +116,18 @@ def _store(provider, body, event, refused):
     Returns the event's id and whether a delivery of the same event was already applied."""
     now = utcnow()
     event_id = None if event is None else event.event_id
-    row = fetch_one(
-        _STORE,
+    params = (
         (provider, event_id, now, event is not None and event.signed, refused, now + RETENTION, _blob(body))
         + (provider, event_id)
-        + FINAL_OUTCOMES,
+        + FINAL_OUTCOMES
     )
+    if refused is not None:
+        row = fetch_one(_STORE, params)  # answered next: its commit waits for the disk
+    else:
+        # Every accepted delivery writes again, in a synchronous commit (the outcome, or the
+        # settlement with it), before it is answered: that commit makes this one durable too.
+        with flushed_by_next_commit():
+            row = fetch_one(_STORE, params)
     return row[0], bool(row[1])
 
 

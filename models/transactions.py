@@ -116,6 +116,22 @@ def cached_select(name, build, params):
     return list(query._get_cursor_wrapper(db.execute_sql(sql, list(params))))
 
 
+@contextlib.contextmanager
+def flushed_by_next_commit():
+    """A transaction whose COMMIT does not wait for the disk (PostgreSQL's synchronous_commit
+    off, for this transaction only; SQLite: an ordinary one).
+
+    For a write that must be committed (visible to everyone, kept if this process dies) before
+    what follows it, and that a later synchronous commit of the same request makes durable
+    before anyone is answered: WAL is flushed in order, so that commit's flush covers this one.
+    Until then only a crash of the database server itself could lose it, and then the caller
+    never answered. Never for a write that is the last one before an answer."""
+    with db.atomic():
+        if is_postgres():
+            execute_all([("SET LOCAL synchronous_commit TO off", None)])
+        yield
+
+
 def locked(query):
     return query.for_update() if is_postgres() else query
 
