@@ -7,7 +7,7 @@
    asks whether the event was already applied (step 2). An accepted
    delivery's commit does not wait for the disk: the synchronous commit that
    records its outcome, before it is answered, flushes it with its own
-   (`flushed_by_next_commit`); a refused one's does, as nothing follows it.
+   (`fetch_one_flushed_by_next_commit`); a refused one's does, as nothing follows it.
    A delivery that is not the provider's (bad signature → 401, not its
    documented shape → 400) stays there with its outcome and
    `signature_ok = false`; nothing is settled.
@@ -37,7 +37,7 @@ from integrations.payments import (
 )
 from models.base import db, utcnow
 from models.payments import ProviderWebhookEvent
-from models.transactions import execute_all, fetch_one, flushed_by_next_commit
+from models.transactions import execute_all, fetch_one, fetch_one_flushed_by_next_commit
 
 RETENTION = datetime.timedelta(days=30)
 
@@ -126,8 +126,7 @@ def _store(provider, body, event, refused):
     else:
         # Every accepted delivery writes again, in a synchronous commit (the outcome, or the
         # settlement with it), before it is answered: that commit makes this one durable too.
-        with flushed_by_next_commit():
-            row = fetch_one(_STORE, params)
+        row = fetch_one_flushed_by_next_commit(_STORE, params)
     return row[0], bool(row[1])
 
 
