@@ -36,7 +36,7 @@ class FulfillmentRequestRejected(ValueError):
 class Enqueued:
     operation: FulfillmentOperation
     created: bool  # False: the key was already used with the same parameters
-    job_id: int  # None when the caller inserts the jobs itself (dispatchers, in one statement)
+    job_id: int  # None for a new operation (its job is inserted unread) or when the caller inserts the jobs itself
 
 
 def validate(entitlement, operation, desired):
@@ -136,8 +136,9 @@ def enqueue_operation(entitlement, operation, desired, idempotency_key, correlat
     record._dirty.clear()  # it is the row just inserted, not one to save again
     if not insert_job:
         return Enqueued(record, True, None)
-    job = jobs.insert_many([job_for(record.id, desired.effective_at)])[0]
-    return Enqueued(record, True, job.job_id)
+    # A new operation's id is new, so no job holds its key yet: nothing to read back.
+    jobs.client.insert_new([job_for(record.id, desired.effective_at)])
+    return Enqueued(record, True, None)
 
 
 def _enqueued_again(record, insert_job):
