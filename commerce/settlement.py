@@ -374,15 +374,20 @@ def _plus(limit, extra):
 
 
 def _new_subscription(order):
-    """A purchase without a target subscription opens the customer's next slot (one statement:
-    the slot is read and taken together; a concurrent purchase taking it is refused by the unique
-    (customer, slot) as before)."""
+    """A purchase without a target subscription opens the customer's next slot. One statement
+    reads and takes the slot (a concurrent purchase taking it too is refused by the unique
+    (customer, slot), as before), and it rides with the next round trip: nothing here reads the
+    slot back, so the returned Subscription has none."""
     subscription = Subscription(id=new_uuid(), customer=order.customer_id, auto_renew=False, created_at=utcnow())
-    subscription.slot = fetch_one(
-        "INSERT INTO subscriptions (id, customer_id, slot, auto_renew, created_at)"
-        " SELECT %s, %s, COALESCE(MAX(slot), 0) + 1, %s, %s FROM subscriptions WHERE customer_id = %s RETURNING slot",
-        (subscription.id, order.customer_id, False, subscription.created_at, order.customer_id),
-    )[0]
+    execute_all(
+        [
+            (
+                "INSERT INTO subscriptions (id, customer_id, slot, auto_renew, created_at)"
+                " SELECT %s, %s, COALESCE(MAX(slot), 0) + 1, %s, %s FROM subscriptions WHERE customer_id = %s",
+                (subscription.id, order.customer_id, False, subscription.created_at, order.customer_id),
+            )
+        ]
+    )
     return subscription
 
 
