@@ -34,7 +34,7 @@ from commerce.catalogue import is_currency
 from models.base import db, utcnow
 from models.commerce import PAYMENT_PROVIDERS, Customer
 from models.ledger import TRANSACTION_KINDS, LedgerAccount, LedgerEntry, LedgerTransaction
-from models.transactions import defer, fetch_one, locked
+from models.transactions import cached_select, execute_all, fetch_one, locked
 
 WALLET = "customer_wallet"
 REVENUE = "revenue"
@@ -138,11 +138,17 @@ def post(kind, entries, order=None, key=None, reverses=None):
         }
         for entry in entries
     ]
-    writes = [LedgerEntry.insert_many(rows)]
+    writes = [
+        (
+            "INSERT INTO ledger_entries (transaction_id, account_id, currency, amount_minor, expires_at, unspent_minor)"
+            " VALUES " + ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows)),
+            [value for entry in rows for value in entry.values()],
+        )
+    ]
     for consumed in spending.values():
         for entry_id, unspent in consumed:
-            writes.append(LedgerEntry.update(unspent_minor=unspent).where(LedgerEntry.id == entry_id))
-    defer(*writes)  # nothing reads their results: on PostgreSQL they ride with the next round trip
+            writes.append(("UPDATE ledger_entries SET unspent_minor = %s WHERE id = %s", (unspent, entry_id)))
+    execute_all(writes)  # nothing reads their results: on PostgreSQL they ride with the next round trip
     return LedgerTransaction(
         id=row[0], kind=kind, order=order_id, reverses=getattr(reverses, "id", reverses), idempotency_key=key,
         created_at=now,
@@ -355,8 +361,10 @@ def _accounts(entries):
 
 
 def _existing_accounts(wanted):
-    names = {name for name, _ in wanted}
-    rows = LedgerAccount.select().where(LedgerAccount.name.in_(names))
+    names = sorted({name for name, _ in wanted})
+    rows = cached_select(
+        f"ledger.accounts.{len(names)}", lambda: LedgerAccount.select().where(LedgerAccount.name.in_(names)), names
+    )
     return {(row.name, row.currency): row for row in rows if (row.name, row.currency) in wanted}
 
 

@@ -27,7 +27,7 @@ invoice) gets one, so every payment that touched an order is on record.
 from dataclasses import dataclass
 
 from commerce import providers as configured
-from commerce.settlement import SETTLED_STATES, SettlementRejected, settle_order
+from commerce.settlement import SETTLED_STATES, SettlementRejected, lock_order, settle_locked
 from integrations.payments import (
     STATUS_CANCELED,
     STATUS_EXPIRED,
@@ -38,7 +38,7 @@ from integrations.payments import (
 from models.base import db, utcnow
 from models.commerce import Order
 from models.payments import PaymentIntent
-from models.transactions import defer, locked
+from models.transactions import cached_select, execute_all
 from ops.records import queue_notice
 
 SETTLED = "settled"
@@ -93,12 +93,13 @@ def apply_payment(payment, settled_by):
                 _set_status(intent, "failed")
             _notice(NOTICE_PAYMENT_MISMATCH, payment, order)
             return Applied(AMOUNT_MISMATCH, order.id, intent.id)
+        # The order is locked here already: settle_locked does not lock (nor read) it again.
         if intent.status == "succeeded" and order.status in SETTLED_STATES:
-            return Applied(REPLAYED, order.id, intent.id, settle_order(order.id, settled_by, payment.provider))
+            return Applied(REPLAYED, order.id, intent.id, settle_locked(order, settled_by, payment.provider))
         if order.status in SETTLED_STATES:
             return _unapplied(order, intent, payment)
         try:
-            settlement = settle_order(order.id, settled_by, payment.provider)
+            settlement = settle_locked(order, settled_by, payment.provider)
         except SettlementRejected:
             return _unapplied(order, intent, payment)
         _set_status(intent, "succeeded")
@@ -128,13 +129,17 @@ def poll_intent(intent, providers=None):
 
 
 def _locked_order(order_id):
-    return None if order_id is None else locked(Order.select().where(Order.id == order_id)).first()
+    return None if order_id is None else lock_order(order_id)
 
 
 def _intent_of(payment):
-    return PaymentIntent.get_or_none(
-        PaymentIntent.provider == payment.provider, PaymentIntent.provider_payment_id == payment.payment_id
-    )
+    def build():
+        return PaymentIntent.select().where(
+            (PaymentIntent.provider == payment.provider) & (PaymentIntent.provider_payment_id == payment.payment_id)
+        ).limit(1)
+
+    rows = cached_select("payments.intent_of", build, (payment.provider, payment.payment_id, 1))
+    return rows[0] if rows else None
 
 
 def _adopted_intent(order, payment):
@@ -171,7 +176,8 @@ def _adopted_intent(order, payment):
 
 
 def _set_status(intent, status):
-    defer(PaymentIntent.update(status=status, updated_at=utcnow()).where(PaymentIntent.id == intent.id))
+    statement = "UPDATE payment_intents SET status = %s, updated_at = %s WHERE id = %s"
+    execute_all([(statement, (status, utcnow(), intent.id))])
 
 
 def _follow(order, intent, status):

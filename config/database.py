@@ -18,7 +18,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from peewee import InterfaceError, OperationalError, PostgresqlDatabase, SqliteDatabase
+from peewee import InterfaceError, OperationalError, PostgresqlDatabase, SqliteDatabase, _savepoint
 from playhouse.pool import PooledPostgresqlDatabase
 from psycopg2.extensions import TRANSACTION_STATUS_IDLE
 
@@ -52,8 +52,10 @@ class PostgresDatabase(PooledPostgresqlDatabase):
     SERIALIZABLE a longer transaction overlaps more others and fails more
     often. So BEGIN is not sent on its own: it goes out with the
     transaction's first statement. Writes handed to `defer` go out with the
-    next statement, or with the COMMIT. A transaction that sent nothing sends
-    no COMMIT either. The statements still run in order, on the server, in
+    next statement, or with the COMMIT, and so do a savepoint's SAVEPOINT and
+    RELEASE (a nested `atomic()`): a savepoint rolled back before anything
+    in it was sent is never sent at all. A transaction that sent nothing
+    sends no COMMIT either. The statements still run in order, on the server, in
     one transaction; an error in any of them fails the call that sent them.
 
     A connection the server cut (a restart, a failover) is dropped by the
@@ -94,6 +96,9 @@ class PostgresDatabase(PooledPostgresqlDatabase):
             return
         self._unsent().extend(statements)
 
+    def savepoint(self):
+        return _DeferredSavepoint(self)
+
     def execute_sql(self, sql, params=None):
         unsent = self._take_unsent()
         if unsent:
@@ -112,8 +117,8 @@ class PostgresDatabase(PooledPostgresqlDatabase):
 
     def commit(self):
         unsent = self._take_unsent()
-        if unsent and len(unsent) == 1 and unsent[0][0].startswith("BEGIN"):
-            return  # nothing was sent, so there is nothing to commit
+        if unsent and unsent[0][0].startswith("BEGIN") and all(_is_control(sql) for sql, _ in unsent[1:]):
+            return  # nothing was sent (savepoints taken and released hold nothing), so there is nothing to commit
         if unsent:
             sql, params = _joined(unsent + [("COMMIT", None)])
             return super().execute_sql(sql, params)
@@ -196,6 +201,40 @@ class PostgresDatabase(PooledPostgresqlDatabase):
         """Seconds since statements started failing for want of a connection, none answered since (else 0)."""
         since = self._unanswered_since
         return time.monotonic() - since if since is not None else 0.0
+
+
+class _DeferredSavepoint(_savepoint):
+    """A savepoint whose SAVEPOINT and RELEASE ride with the transaction's next round trip.
+
+    A settlement nests several savepoints (its own, enqueueing's, the job
+    insert's), each around one or two statements: sent on their own they were
+    a third of its round trips. Rolling back sends ROLLBACK TO only when the
+    SAVEPOINT reached the server; otherwise the SAVEPOINT and whatever was
+    deferred after it are dropped unsent, which undoes them just the same."""
+
+    def _begin(self):
+        self.db._unsent().append((f"SAVEPOINT {self.quoted_sid}", None))
+
+    def commit(self, begin=True):
+        self.db._unsent().append((f"RELEASE SAVEPOINT {self.quoted_sid}", None))
+        if begin:
+            self._begin()
+
+    def rollback(self, begin=True):
+        unsent = self.db._unsent()
+        mark = (f"SAVEPOINT {self.quoted_sid}", None)
+        if mark in unsent:
+            del unsent[unsent.index(mark) :]
+        else:
+            # Everything still unsent came after the SAVEPOINT (which was sent): it is undone unsent.
+            del unsent[:]
+            self.db.execute_sql(f"ROLLBACK TO SAVEPOINT {self.quoted_sid}")
+        if begin:
+            self._begin()
+
+
+def _is_control(sql):
+    return sql.startswith(("SAVEPOINT ", "RELEASE SAVEPOINT "))
 
 
 def _readable(conn):

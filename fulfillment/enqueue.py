@@ -12,14 +12,13 @@ eight, negative limits, an `extend` that would shorten the period).
 
 from dataclasses import dataclass
 
-from peewee import IntegrityError
-
 import jobs
 import jobs.fulfillment  # noqa: F401  (declares the `fulfillment` job kind this module inserts)
 from fulfillment.desired_state import DesiredState
 from jobs.engine.states import COMPLETED
 from models.base import db, utcnow
 from models.fulfillment import OPERATIONS, FulfillmentOperation
+from models.transactions import fetch_one
 
 FULFILLMENT_JOB = "fulfillment"
 IDEMPOTENCY_MISMATCH = "idempotency key was already used with different fulfillment parameters"
@@ -37,7 +36,7 @@ class FulfillmentRequestRejected(ValueError):
 class Enqueued:
     operation: FulfillmentOperation
     created: bool  # False: the key was already used with the same parameters
-    job_id: int  # None when the caller inserts the jobs itself (dispatchers, in one statement)
+    job_id: int  # None for a new operation (its job is inserted unread) or when the caller inserts the jobs itself
 
 
 def validate(entitlement, operation, desired):
@@ -100,32 +99,51 @@ def enqueue_operation(entitlement, operation, desired, idempotency_key, correlat
     multi-row statement (`job_for` builds each)."""
     if not db.in_transaction():
         raise RuntimeError("enqueue_operation must run inside the transaction of the change that needs it")
-    record = replayed(idempotency_key, entitlement, operation, desired)
-    created = record is None
-    if created:
+    # The key is claimed by the INSERT itself (ON CONFLICT DO NOTHING): a new key costs one
+    # statement and no savepoint, a used one the read that judges it. An operation that cannot
+    # be valid now may still be the replay of one that was: the key decides first.
+    try:
         validate(entitlement, operation, desired)
-        now = utcnow()
-        try:
-            with db.atomic():
-                record = FulfillmentOperation.create(
-                    entitlement=entitlement,
-                    operation=operation,
-                    status="pending",
-                    idempotency_key=idempotency_key,
-                    desired_state=desired.to_json(),
-                    correlation_id=correlation_id,
-                    next_attempt_at=desired.effective_at or now,
-                    created_at=now,
-                    updated_at=now,
-                )
-        except IntegrityError:
-            # A concurrent request took the key between our read and insert.
-            raced = find_operation(idempotency_key)
-            if raced is None:
-                raise
-            record, created = _checked(raced, entitlement, operation, desired), False
-
+    except FulfillmentRequestRejected:
+        record = replayed(idempotency_key, entitlement, operation, desired)
+        if record is None:
+            raise
+        return _enqueued_again(record, insert_job)
+    now = utcnow()
+    record = FulfillmentOperation(
+        entitlement=entitlement,
+        operation=operation,
+        status="pending",
+        idempotency_key=idempotency_key,
+        desired_state=desired.to_json(),
+        attempt_count=0,
+        correlation_id=correlation_id,
+        next_attempt_at=desired.effective_at or now,
+        created_at=now,
+        updated_at=now,
+    )
+    row = fetch_one(
+        "INSERT INTO fulfillment_operations (entitlement_id, operation, status, idempotency_key, desired_state,"
+        " attempt_count, correlation_id, next_attempt_at, created_at, updated_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+        (entitlement.id, operation, record.status, idempotency_key, record.desired_state, 0, correlation_id,
+         record.next_attempt_at, now, now),
+    )  # fmt: skip
+    if row is None:
+        # Taken before, or by a concurrent request that committed first: a replay if the same request.
+        return _enqueued_again(_checked(find_operation(idempotency_key), entitlement, operation, desired), insert_job)
+    record.id = row[0]
+    record._dirty.clear()  # it is the row just inserted, not one to save again
     if not insert_job:
-        return Enqueued(record, created, None)
-    job = jobs.insert_many([job_for(record.id, desired.effective_at if created else None)])[0]
-    return Enqueued(record, created, job.job_id)
+        return Enqueued(record, True, None)
+    # A new operation's id is new, so no job holds its key yet: nothing to read back.
+    jobs.client.insert_new([job_for(record.id, desired.effective_at)])
+    return Enqueued(record, True, None)
+
+
+def _enqueued_again(record, insert_job):
+    """The operation already under the key: its job made sure of (a unique job key keeps one)."""
+    if not insert_job:
+        return Enqueued(record, False, None)
+    job = jobs.insert_many([job_for(record.id)])[0]
+    return Enqueued(record, False, job.job_id)

@@ -202,6 +202,23 @@ class JobClient:
                 db.after_commit(lambda: [notifier.wake(queue) for queue in due_queues])
         return results
 
+    def insert_new(self, inserts):
+        """Insert jobs that no job can be a duplicate of yet (their unique keys name rows inserted
+        in the caller's transaction, such as a fulfillment operation's new id), when the caller
+        needs no job id back. On PostgreSQL inside a transaction the INSERT and the workers'
+        notification ride with its next round trip; a key held after all is skipped by ON
+        CONFLICT, as insert_many skips it."""
+        if not inserts:
+            return
+        now = utcnow()
+        rows = [self._row(item, now) for item in inserts]
+        with db.atomic():
+            self.sql.insert_rows_unread(rows)
+            due_queues = {row[1] for row in rows if row[2] == AVAILABLE}
+            if due_queues:
+                self.sql.notify(due_queues)
+                db.after_commit(lambda: [notifier.wake(queue) for queue in due_queues])
+
     def _row(self, item, now):
         spec = self.kinds.get(item.kind)
         if not isinstance(item.args, dict):

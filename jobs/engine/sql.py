@@ -78,6 +78,21 @@ class QueueSQL:
         )
         return list(cursor.fetchall())
 
+    def insert_rows_unread(self, rows):
+        """insert_rows whose result nobody reads: on PostgreSQL inside a transaction it rides with
+        the next round trip (config/database.py), elsewhere it runs at once."""
+        values = ", ".join(f"({_marks(11)})" for _ in rows)
+        sql = (
+            f"INSERT INTO jobs ({INSERT_COLUMNS}) VALUES {values} "
+            "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
+        )
+        params = [value for row in rows for value in row]
+        target = getattr(self.db, "obj", self.db)
+        if hasattr(target, "defer"):
+            target.defer([(self.adapt(sql), params)])
+            return
+        self.execute(sql, params)
+
     def ids_by_unique_key(self, keys):
         cursor = self.execute(f"SELECT unique_key, id FROM jobs WHERE unique_key IN ({_marks(len(keys))})", list(keys))
         return dict(cursor.fetchall())
@@ -429,8 +444,15 @@ class PostgresQueueSQL(QueueSQL):
         return _NoTransaction()
 
     def notify(self, queues):
-        for queue in sorted(set(queues)):
-            self.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue])
+        statements = [("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, queue]) for queue in sorted(set(queues))]
+        target = getattr(self.db, "obj", self.db)  # the database behind models.db's proxy
+        if hasattr(target, "defer"):
+            # A notification is delivered at COMMIT whenever it was sent: inside a transaction
+            # it rides with the next round trip (config/database.py), outside it goes at once.
+            target.defer(statements)
+            return
+        for sql, params in statements:
+            self.execute(sql, params)
 
     def binary(self, value):
         import psycopg2
