@@ -30,7 +30,11 @@ time, nothing else can. Otherwise:
   the configuration still delivers the code;
 - 429: the tick stops and the loop waits Telegram's `retry_after`;
 - 5xx, timeouts: the tick stops, the next one retries;
-- the panel not answering for a link: that notice waits for a later tick.
+- the panel not answering for a link: that notice waits for a later tick,
+  and so does every other link notice of this tick, without asking the
+  panel again (one timeout per tick, not one per notice). A tick looks past
+  the notices that wait, up to SCAN of them, so a dunning or expiry notice
+  queued behind a pile of waiting access notices still goes out.
 """
 
 import datetime
@@ -49,7 +53,8 @@ from ops import sealing
 logger = logging.getLogger("omniflow.bot.customer_notices")
 
 INTERVAL_S = 1  # "your access is ready" within seconds of the worker's success
-BATCH = 50
+BATCH = 50  # deliveries tried per tick
+SCAN = 10 * BATCH  # pending notices a tick reads, so those that wait hold up no other
 DATE_FORMAT = "%Y-%m-%d %H:%M"
 MAX_CAPTION_LENGTH = 1024
 MAX_MESSAGE_LENGTH = 4096
@@ -99,13 +104,14 @@ class CustomerNoticeLoop:
     def tick(self):
         """One bounded pass; returns how long Telegram asked us to wait (0 when it did not)."""
         pending = list(
-            CustomerNotice.select().where(CustomerNotice.status == "pending").order_by(CustomerNotice.id).limit(BATCH)
+            CustomerNotice.select().where(CustomerNotice.status == "pending").order_by(CustomerNotice.id).limit(SCAN)
         )
+        tried, panel_down = 0, False
         for notice in pending:
-            if self.stop.is_set():
+            if self.stop.is_set() or tried >= BATCH:
                 return 0
             try:
-                message = render(notice)
+                message = render(notice, panel_down)
             except Undeliverable as undeliverable:
                 self._mark(notice, "failed", undeliverable.code)
                 logger.error(
@@ -114,6 +120,7 @@ class CustomerNoticeLoop:
                 )
                 continue
             except services.PanelUnavailable as unavailable:
+                panel_down = panel_down or unavailable.unanswered
                 if notice.id not in self._waiting:  # once per notice, not once a second
                     self._waiting.add(notice.id)
                     logger.warning(
@@ -128,6 +135,7 @@ class CustomerNoticeLoop:
                     )
                 continue
             self._waiting.discard(notice.id)
+            tried += 1
             try:
                 message.send(self.bot)
             except telegram.TelegramFailure as failure:
@@ -173,8 +181,9 @@ class Message:
             )
 
 
-def render(notice):
-    """The Message for a notice; Undeliverable or services.PanelUnavailable when it cannot be made now."""
+def render(notice, panel_down=False):
+    """The Message for a notice; Undeliverable or services.PanelUnavailable when it cannot be made now
+    (at once, without asking, for a link while `panel_down`)."""
     if not has_text(notice.kind):
         raise Undeliverable(UNKNOWN_KIND)
     customer = Customer.get_or_none(Customer.id == notice.customer_id)
@@ -186,6 +195,8 @@ def render(notice):
     values = _values(payload)
     link = None
     if "{link}" in template:
+        if panel_down:
+            raise services.PanelUnavailable("the panel did not answer earlier in this tick")
         link = _link(payload)
         values["link"] = link
     if "{code}" in template:
@@ -238,5 +249,5 @@ def _link(payload):
         raise Undeliverable(NO_SUBSCRIPTION)
     remote = services.remote_user(subscription.remote_user_id)
     if remote is None:
-        raise services.PanelUnavailable("remote_user_not_found")
+        raise services.PanelUnavailable("remote_user_not_found", unanswered=False)
     return remote.subscription_url

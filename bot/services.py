@@ -47,7 +47,13 @@ def current():
 
 
 class PanelUnavailable(Exception):
-    """The panel is not configured here, or did not answer: what only it knows cannot be shown now."""
+    """The panel is not configured here, or did not answer: what only it knows cannot be shown now.
+    `unanswered` is False when only this subscription's user cannot be read (not provisioned yet, or
+    not on the panel), so asking the panel about another one may still succeed."""
+
+    def __init__(self, reason, unanswered=True):
+        super().__init__(reason)
+        self.unanswered = unanswered
 
 
 def remote_user(remote_user_id):
@@ -59,7 +65,8 @@ def remote_user(remote_user_id):
         raise PanelUnavailable("no panel configured")
     reference = str(remote_user_id or "")
     if not (reference.isascii() and reference.isdigit()):
-        raise PanelUnavailable("not provisioned")  # subscriptions.remote_user_id keeps the panel's number as text
+        # subscriptions.remote_user_id keeps the panel's number as text
+        raise PanelUnavailable("not provisioned", unanswered=False)
     try:
         return panel.get_user(int(reference))
     except RemnawaveError as error:

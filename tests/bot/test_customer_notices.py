@@ -13,6 +13,7 @@ from bot.customer_notices import CustomerNoticeLoop
 from commerce import codes
 from commerce.passes.renewal import NOTICE_DUNNING
 from models.commerce import Customer, Subscription
+from models.fulfillment import Entitlement
 from models.ops import CustomerNotice
 from ops.records import queue_customer_notice
 from tests.support import sales
@@ -186,3 +187,31 @@ def test_a_gift_code_waits_while_the_bot_has_no_data_key_and_is_sent_once_it_has
     sealing.use_keys(data_key)
     loop.tick()
     assert notices()[0].status == "sent" and len(fake_telegram.accepted("sendMessage")) == 1
+
+
+def test_notices_waiting_for_an_unanswering_panel_hold_up_no_other_and_cost_one_panel_call_a_tick(
+    loop, buyer, fake_telegram, bot_services, monkeypatch
+):
+    from bot import customer_notices, services
+
+    settlement = bought(buyer)
+    subscription_id = Entitlement.get_by_id(settlement.entitlement_id).subscription_id
+    payload = {"entitlementId": settlement.entitlement_id, "subscriptionId": subscription_id}
+    for number in range(customer_notices.BATCH + 5):  # more link notices than one tick tries
+        queue_customer_notice(buyer.id, "access_ready", f"more:{number}", payload)
+    queue_customer_notice(buyer.id, NOTICE_DUNNING, "behind-them", {})
+    calls = []
+    real = services.remote_user
+    monkeypatch.setattr(services, "remote_user", lambda remote: calls.append(remote) or real(remote))
+    bot_services.panel.set_faults(fail_rate=1.0)
+
+    loop.tick()
+
+    assert len(calls) == 1  # the first link notice asked; the others of the tick did not
+    (dunning,) = notices(NOTICE_DUNNING)
+    assert dunning.status == "sent"
+    assert {notice.status for notice in notices("access_ready")} == {"pending"}
+    bot_services.panel.set_faults(fail_rate=0.0)
+    loop.tick()
+    loop.tick()
+    assert {notice.status for notice in notices("access_ready")} == {"sent"}
