@@ -276,6 +276,16 @@ class _Statements:
             self.send_with_next(f"RELEASE SAVEPOINT {self.savepoint_name}")
         self.send_with_next(f"SAVEPOINT {self.savepoint_name}")
 
+    def send_deferred_writes(self):
+        """Send what the update's handlers deferred (models/transactions.py) before the next update
+        starts: a deferred write that fails must fail its own update, inside its savepoint, not the
+        next update's first statement. Nothing to send (the usual case) costs no round trip."""
+        unsent = getattr(self.database, "unsent_statements", None)
+        if unsent is None:
+            return
+        if any(not (sql.startswith("BEGIN") or sql.endswith(self.savepoint_name)) for sql, _ in unsent()):
+            self.database.execute_sql("SELECT 1")
+
     def undo_update(self, update_id):
         """Back to the update's savepoint, its update_id row with it: a refused update writes nothing."""
         self.database.execute_sql(f"ROLLBACK TO SAVEPOINT {self.savepoint_name}")
@@ -390,6 +400,7 @@ class UpdateApplier:
                 customer = None if context.user is None else known.get(context.user.id)
                 try:
                     self._apply_one(update, context, customer)
+                    sql.send_deferred_writes()
                     outcome_of[id(context)] = APPLIED
                 except Refused as refusal:
                     sql.undo_update(context.update_id)

@@ -99,6 +99,10 @@ class PostgresDatabase(PooledPostgresqlDatabase):
     def savepoint(self):
         return _DeferredSavepoint(self)
 
+    def unsent_statements(self):
+        """The statements waiting to go out with the next one (the transaction's BEGIN among them)."""
+        return list(getattr(self._state, "unsent", None) or [])
+
     def execute_sql(self, sql, params=None):
         unsent = self._take_unsent()
         if unsent:

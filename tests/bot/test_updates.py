@@ -38,7 +38,8 @@ def test_start_creates_the_customer_from_the_telegram_user_and_a_second_start_fi
     first, second = fake_telegram.bot_messages(ANN["id"])
     assert first["text"].startswith("Добро пожаловать, Ann Lee!") and second["text"].startswith("С возвращением")
     assert buttons(first) == [
-        keyboards.BUY, keyboards.SUBSCRIPTIONS, keyboards.LANGUAGE, keyboards.CODE, keyboards.TRIAL, keyboards.SUPPORT,
+        keyboards.BUY, keyboards.SUBSCRIPTIONS, keyboards.WALLET, keyboards.LANGUAGE, keyboards.CODE, keyboards.TRIAL,
+        keyboards.SUPPORT,
     ]  # fmt: skip
     assert BotUpdate.select().count() == 2
 
@@ -281,3 +282,25 @@ def test_a_lease_that_expired_with_nobody_taking_it_is_renewed_by_the_batch(bot,
     lease = JobLeader.get(JobLeader.name == LEASE_NAME)
     assert lease.leader_id == bot.lease.holder_id and lease.expires_at > utcnow()
     assert not bot.lease.lost.is_set()
+
+
+def test_a_write_a_handler_deferred_that_fails_fails_its_own_update_not_the_next(bot, fake_telegram, monkeypatch):
+    from bot.handlers import fallback
+    from models.base import utcnow
+    from models.transactions import execute_all
+
+    first = fake_telegram.send_message(ANN, "/start")
+
+    def deferring_a_bad_write(message, context):
+        # On PostgreSQL the write waits to go out with the next statement (models/transactions.py).
+        execute_all([("INSERT INTO bot_updates (update_id, kind, applied_at) VALUES (%s, %s, %s)",
+                      [first["update_id"], "message", utcnow()])])  # fmt: skip
+        context.send(message.chat.id, "never sent")
+
+    monkeypatch.setattr(fallback, "on_unknown_command", deferring_a_bad_write)
+    fake_telegram.send_message(ANN, "/frobnicate")
+    third = fake_telegram.send_message(BOB, "/start")
+    assert bot.drain() == [APPLIED, FAILED, APPLIED]
+    assert sorted(row.update_id for row in BotUpdate.select()) == [first["update_id"], third["update_id"]]
+    assert Customer.select().count() == 2
+    assert "never sent" not in [message["text"] for message in fake_telegram.bot_messages(ANN["id"])]
