@@ -31,13 +31,19 @@ Where the money goes, by how the order was paid:
 A bought gift card (commerce/gift_purchase.py) refunded in full expires if
 it has not been redeemed yet.
 
+Upgrades (commerce/proration.py): an order whose period an upgrade credited
+gives back at most what was paid less that credit (the rest already went to
+the wallet; all of it credited: `order_not_refundable`); a fully refunded
+upgrade takes its credits back from the wallet, or is refused with
+`refund_exceeds_wallet` when the wallet spent them.
+
 A free order (a gift, a code, a trial, a full discount) moved no money: its
 refund writes no `refunds` row and no ledger transaction, only the status
 and the revocation. An order whose payment was never booked (a record
 written by hand) has nothing to reverse either: its refund is `manual`.
 """
 
-from commerce import gift_purchase, ledger
+from commerce import gift_purchase, ledger, proration
 from commerce.provider_refund import JOB_KIND, NOTICE_REFUND_FAILED  # noqa: F401  (the job kind, declared there)
 from commerce.settlement import (
     INVALID_REFUND_AMOUNT,
@@ -49,6 +55,7 @@ from fulfillment.revocation import revoke_access
 from jobs import client
 from models.base import db, utcnow
 from models.commerce import Order
+from models.fulfillment import Entitlement
 from models.ledger import LedgerTransaction
 from models.payments import PaymentIntent, Refund
 from models.transactions import defer, locked
@@ -90,7 +97,13 @@ def refund_order(order_id, amount_minor=None, to=None):
             raise SettlementRejected(ORDER_NOT_FOUND, f"order {order_id} does not exist")
         if order.status not in REFUNDABLE_STATES:
             raise SettlementRejected(ORDER_NOT_REFUNDABLE, f"order {order_id} is {order.status}")
-        left = order.amount_minor - order.refunded_amount_minor
+        credited = _credited_for(order)
+        left = order.amount_minor - order.refunded_amount_minor - credited
+        if left <= 0:
+            raise SettlementRejected(
+                ORDER_NOT_REFUNDABLE,
+                f"order {order_id}'s unused part was already credited to the wallet by an upgrade",
+            )
         amount = left if amount_minor is None else amount_minor
         if amount_minor is not None and (
             isinstance(amount, bool) or not isinstance(amount, int) or not 0 < amount <= left
@@ -98,16 +111,18 @@ def refund_order(order_id, amount_minor=None, to=None):
             raise SettlementRejected(
                 INVALID_REFUND_AMOUNT, f"a refund of order {order_id} is a whole number from 1 to {left}"
             )
+        full = amount == left
         if amount > 0:
             try:
                 _give_back(order, amount, to)
+                if full and order.operation == "upgrade":
+                    _take_back_credits(order)
             except ledger.LedgerRejected as rejected:
-                if rejected.code == ledger.INSUFFICIENT_FUNDS:  # only a top-up's refund takes from a wallet
+                if rejected.code == ledger.INSUFFICIENT_FUNDS:  # a top-up's refund, an upgrade's credits
                     raise SettlementRejected(
-                        REFUND_EXCEEDS_WALLET, "the wallet this top-up filled no longer holds the amount"
+                        REFUND_EXCEEDS_WALLET, "the wallet no longer holds what this order put into it"
                     ) from None
                 raise SettlementRejected(rejected.code, str(rejected)) from None
-        full = amount == left
         Order.update(
             status="refunded" if full else "partially_refunded",
             refunded_amount_minor=order.refunded_amount_minor + amount,
@@ -118,6 +133,26 @@ def refund_order(order_id, amount_minor=None, to=None):
             if order.operation == "gift":
                 gift_purchase.expire_refunded_gift(order.id, utcnow())
         return Order.get_by_id(order.id)
+
+
+def _credited_for(order):
+    """What upgrades credited for the unused part of this order's periods (and did not take back):
+    that much of the order was already given back, to the wallet."""
+    if order.subscription_id is None or order.operation in ("topup", "addon", "gift"):
+        return 0
+    credited = proration.credited_for_periods(order.subscription_id)
+    if not credited:
+        return 0
+    periods = Entitlement.select(Entitlement.id).where(Entitlement.order == order.id)
+    return sum(credited.get(period.id, 0) for period in periods)
+
+
+def _take_back_credits(order):
+    """A fully refunded upgrade is undone: the credits it gave for the periods it replaced leave the
+    wallet again (a wallet that spent them refuses the refund: refund_exceeds_wallet)."""
+    for transaction_id, left in proration.credits_of_upgrade(order.id):
+        if left > 0:
+            ledger.reverse(transaction_id, left, key=f"order:{order.id}:proration_taken_back:{transaction_id}")
 
 
 def refunds_of(order_ids):

@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 
 from peewee import JOIN, IntegrityError
 
-from commerce import gift_purchase, ledger
+from commerce import gift_purchase, ledger, proration
 from commerce.catalogue import CatalogueError, unused_value
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import enqueue_operation, find_operation
@@ -429,10 +429,13 @@ def _credit_unused(order, subscription, now):
         )
         .order_by(Entitlement.id)
     )
+    already = proration.credited_for_periods(getattr(subscription, "id", subscription))
     for period in replaced:
         paid = period.order
         if paid.status not in CREDITABLE_STATES or paid.amount_minor - paid.refunded_amount_minor <= 0:
             continue
+        if already.get(period.id, 0) > 0:
+            continue  # an earlier upgrade, not yet applied by the worker, bought this period's rest back
         # A paused period's end stands still from its pause: what is left is counted from there.
         since = max(period.starts_at, period.paused_at or now)
         try:
@@ -448,7 +451,7 @@ def _credit_unused(order, subscription, now):
                     ledger.Entry(ledger.wallet(order.customer_id), credit, paid.currency),
                 ],
                 order=order,
-                key=f"order:{order.id}:proration:{period.id}",
+                key=proration.key(order.id, period.id),
             )
 
 

@@ -143,3 +143,66 @@ def test_a_purchase_superseded_before_it_reached_the_panel_is_fulfilled_by_the_p
     assert user["expireAt"].startswith(
         Entitlement.get_by_id(extended.entitlement_id).ends_at.isoformat(timespec="seconds")
     )
+
+
+def test_a_period_is_credited_once_however_many_upgrades_follow_before_the_worker_applies_one(panel):
+    customer, bought, subscription = first_period(panel)  # 1000 cents, half of it unused: 500 credited
+    premium = plan("premium", 3000, devices=5)
+
+    first = settle(premium, customer, "upgrade", subscription)
+    assert ledger.balance(customer.id, "USD") == 500
+    second = settle(premium, customer, "upgrade", subscription)  # the first one's create has not run
+
+    credits = list(LedgerTransaction.select().where(LedgerTransaction.kind == "proration_credit"))
+    keys = sorted(credit.idempotency_key for credit in credits)
+    # The original period once; the first upgrade's own period (not yet started on the panel) once.
+    assert keys == sorted([
+        f"order:{first.order_id}:proration:{bought.entitlement_id}",
+        f"order:{second.order_id}:proration:{first.entitlement_id}",
+    ])  # fmt: skip
+    assert ledger.balance(customer.id, "USD") <= 500 + 3000
+
+
+def test_a_fully_refunded_upgrade_takes_its_credit_back_and_the_replaced_period_stays(panel):
+    from commerce.refunds import refund_order
+
+    customer, bought, subscription = first_period(panel)
+    upgrade = settle(plan("premium", 3000, devices=5), customer, "upgrade", subscription)
+    assert ledger.balance(customer.id, "USD") == 500
+
+    refund_order(upgrade.order_id, to="wallet")  # before the worker ran its create
+
+    assert ledger.balance(customer.id, "USD") == 3000  # the upgrade's price back; the credit taken back
+    run(upgrade.operation_id)
+    assert FulfillmentOperation.get_by_id(upgrade.operation_id).status == "cancelled"
+    assert Entitlement.get_by_id(bought.entitlement_id).status == "active"  # the period it would have replaced
+
+
+def test_an_upgrade_refund_is_refused_when_the_wallet_spent_its_credit_and_nothing_is_written(panel):
+    from commerce.refunds import refund_order
+    from commerce.settlement import SettlementRejected
+
+    customer, bought, subscription = first_period(panel)
+    upgrade = settle(plan("premium", 3000, devices=5), customer, "upgrade", subscription)
+    spend = commerce.order(customer, plan("addon-like", 500), "purchase", amount=500)
+    settle_order(spend.id, "wallet")  # the 500 credit spent
+    before = LedgerTransaction.select().count()
+
+    with pytest.raises(SettlementRejected) as refused:
+        refund_order(upgrade.order_id)
+
+    assert refused.value.code == "refund_exceeds_wallet"
+    assert LedgerTransaction.select().count() == before
+    assert Order.get_by_id(upgrade.order_id).status == "paid"
+
+
+def test_a_period_credited_by_an_upgrade_is_refunded_at_most_what_was_paid_less_the_credit(panel):
+    from commerce.refunds import refund_order
+
+    customer, bought, subscription = first_period(panel)  # paid 1000
+    settle(plan("premium", 3000, devices=5), customer, "upgrade", subscription)  # 500 credited for it
+
+    refunded = refund_order(bought.order_id, to="wallet")
+
+    assert (refunded.status, refunded.refunded_amount_minor) == ("refunded", 500)
+    assert ledger.balance(customer.id, "USD") == 1000  # 500 credit + 500 refund: never more than paid
