@@ -348,10 +348,16 @@ def _first_settlement(order):
 
 def _addon_target(subscription_id):
     """The period an add-on goes onto: the subscription's newest entitlement that is not
-    superseded (one still pending gets it after its create: the worker runs them in turn)."""
+    superseded and has begun (one still pending gets it after its create: the worker runs them
+    in turn). A period that starts later — a downgrade waiting for the current period's end,
+    a renewal continuing it — is not the one the customer is using now."""
     return locked(
         Entitlement.select()
-        .where(Entitlement.subscription == subscription_id, Entitlement.status != "superseded")
+        .where(
+            Entitlement.subscription == subscription_id,
+            Entitlement.status != "superseded",
+            Entitlement.starts_at <= utcnow(),
+        )
         .order_by(Entitlement.id.desc())
     ).first()
 

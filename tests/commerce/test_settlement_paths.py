@@ -256,3 +256,25 @@ def test_an_addon_for_a_subscription_with_no_period_is_refused_and_writes_nothin
     with pytest.raises(SettlementRejected) as refused:
         settle_order(order.id, "provider_webhook", provider="yookassa")
     assert refused.value.code == "no_current_entitlement" and written()["ledger"] == 0
+
+
+def test_an_addon_bought_while_a_downgrade_waits_goes_onto_the_period_in_use_now(shop):
+    customer = commerce.customer()
+    current = provisioned(customer, rub_plan(devices=3))
+    small = rub_plan(code="small", price=9900, devices=1)
+    downgrade = create_order(
+        customer.id, "downgrade", "RUB", plan_id=small.id, subscription_id=current.subscription_id, provider="yookassa"
+    )
+    waiting = settle_order(downgrade.id, "provider_webhook")  # starts at the current period's end
+    order = create_order(
+        customer.id, "addon", "RUB", addon_id=addon(devices=2).id, subscription_id=current.subscription_id,
+        provider="yookassa",
+    )  # fmt: skip
+
+    settlement = settle_order(order.id, "provider_webhook")
+
+    assert settlement.entitlement_id == current.id != waiting.entitlement_id
+    fulfil()
+    user = shop.panel.user(Entitlement.get_by_id(current.id).subscription.remote_username)
+    assert user["hwidDeviceLimit"] == 5  # now, not from the downgrade's start
+    assert Order.get_by_id(order.id).status == "fulfilled"
