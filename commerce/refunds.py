@@ -16,9 +16,12 @@ Where the money goes, by how the order was paid:
   the provider's answer). Telegram refunds a Stars charge whole, so a
   partial Stars refund is refused (`partial_refund_unsupported`) unless it
   goes to the wallet;
-- at CryptoBot: Crypto Pay has no refund API, so the refund is recorded as
-  `manual`, revenue → provider_clearing, and a `refund_manual` operator
-  notice says an operator must pay it back by hand;
+- at CryptoBot: Crypto Pay has no refund API, so the refund goes to the
+  customer's wallet (SPEC 13.10's "otherwise to the wallet"); asked for
+  `to="provider"`, it is recorded as `manual`, revenue → provider_clearing,
+  and a `refund_manual` operator notice says an operator must pay it back
+  by hand (a CryptoBot top-up, which cannot go back to the wallet it
+  filled, is refunded that way too);
 - `to="wallet"` sends a provider payment's refund to the customer's wallet
   instead (store credit: revenue → customer_wallet), which works for every
   provider — SPEC 13.10's "otherwise to the wallet";
@@ -185,6 +188,8 @@ def _give_back(order, amount, to):
         raise SettlementRejected(INVALID_REFUND_DESTINATION, "a top-up is refunded from the wallet it filled")
     intent = _paid_intent(order)
     provider = intent.provider if intent is not None else order.provider
+    if to is None and not topup and provider not in REFUND_APIS:
+        to = TO_WALLET  # SPEC 13.10: through the provider's refund API where it has one, otherwise to the wallet
     if to == TO_WALLET:
         refund = _new_refund(order, amount, TO_WALLET, "succeeded", provider=provider, completed=True)
         credit = ledger.post(

@@ -1,6 +1,6 @@
 """SPEC 13.10: a refund reverses the ledger in the order's own transaction and goes back where
 the money was paid — the wallet, YooKassa's refund API (fake YooKassa, a real server), Telegram's
-refundStarPayment (fake Bot API, a real server) — or is recorded as manual for Crypto Pay; the
+refundStarPayment (fake Bot API, a real server) — or, for Crypto Pay, to the wallet (manual on request); the
 provider call is a durable job that never refunds twice."""
 
 import pytest
@@ -140,11 +140,23 @@ def test_a_topup_whose_wallet_spent_the_money_is_refused_and_nothing_is_written(
     assert ledger.balance(buyer.id, "RUB") == 0
 
 
-def test_a_crypto_pay_refund_is_recorded_as_manual_with_an_operator_notice(database):
+def test_a_crypto_pay_refund_goes_to_the_wallet_as_crypto_pay_has_no_refund_api(database):
     buyer = sales.customer()
     order, _, _ = sales.paid_order(buyer, sales.plan(), provider="cryptobot")
 
     refund_order(order.id)
+
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.destination, refund.status, refund.provider) == ("wallet", "succeeded", "cryptobot")
+    assert ledger.balance(buyer.id, "RUB") == 29900
+    assert notices(NOTICE_REFUND_MANUAL) == [] and refund_jobs() == []
+
+
+def test_a_crypto_pay_refund_asked_back_to_the_provider_is_manual_with_an_operator_notice(database):
+    buyer = sales.customer()
+    order, _, _ = sales.paid_order(buyer, sales.plan(), provider="cryptobot")
+
+    refund_order(order.id, to="provider")
 
     refund = Refund.get(Refund.order == order.id)
     assert (refund.destination, refund.status, refund.provider) == ("manual", "manual", "cryptobot")
