@@ -124,12 +124,13 @@ def plans(language, offers):
     return _markup(rows)
 
 
-def payment_methods(language, plan_id, choices, gift=False):
+def payment_methods(language, plan_id, choices, gift=False, gift_offered=True):
     """One button per way of paying: [(method, currency, label)]. A plan's own screen also offers it as a
-    gift card (to the gift screen, whose buttons pay for the card and lead back to the plan)."""
+    gift card (to the gift screen, whose buttons pay for the card and lead back to the plan) when
+    `gift_offered`."""
     pay = GIFT_PAY if gift else PAY
     rows = [[(label, data(pay, f"{plan_id}:{method}:{currency}"))] for method, currency, label in choices]
-    if choices and not gift:
+    if choices and not gift and gift_offered:
         rows.append([(texts.text(language, "button_gift"), data(GIFT, str(plan_id)))])
     rows.append([(texts.text(language, "button_back"), data(PLAN, str(plan_id)) if gift else data(BUY))])
     return _markup(rows)

@@ -37,6 +37,13 @@ export APP_FAKE_CRYPTOBOT_PORT="${APP_FAKE_CRYPTOBOT_PORT:-3030}"
 export APP_CRYPTOBOT_TOKEN="${APP_CRYPTOBOT_TOKEN:-1234:AAomniflowFakeCryptoPayDevToken}"
 export APP_CRYPTOBOT_API_URL="${APP_CRYPTOBOT_API_URL:-http://127.0.0.1:${APP_FAKE_CRYPTOBOT_PORT}}"
 
+# The data key every process seals secrets with (a bought gift card's code on its way to the buyer,
+# outbox destinations' secrets): made once for this checkout, kept in var/ (development only).
+if [ -z "${APP_DATA_ENCRYPTION_KEY:-}" ]; then
+  [ -s var/dev-data-encryption-key ] || { mkdir -p var && .venv/bin/python omniflow.py keys generate > var/dev-data-encryption-key; }
+  APP_DATA_ENCRYPTION_KEY="$(cat var/dev-data-encryption-key)"
+fi
+export APP_DATA_ENCRYPTION_KEY
 # Support photos, shared by the bot (which stores them) and web (which shows them to operators).
 export APP_SUPPORT_ATTACHMENT_DIR="${APP_SUPPORT_ATTACHMENT_DIR:-$PWD/var/support-attachments}"
 

@@ -54,7 +54,7 @@ from commerce.stars import CURRENCY as STARS_CURRENCY
 from models.base import utcnow
 from models.bot import CHECKOUT_SESSION_TTL, BotCheckoutSession
 from models.commerce import Order
-from ops import maintenance
+from ops import maintenance, sealing
 
 logger = logging.getLogger("omniflow.bot.buy")
 
@@ -141,14 +141,18 @@ def on_plan(query, context, plan_id):
     chat, message_id = query.message.chat.id, query.message.message_id
     if choices:
         _open_cart(context, chat, plan)
-    context.edit(chat, message_id, text, keyboards.payment_methods(context.language, plan.id, choices))
+    shown = keyboards.payment_methods(context.language, plan.id, choices, gift_offered=sealing.available())
+    context.edit(chat, message_id, text, shown)
     context.answer_callback(query.id)
 
 
 def on_gift(query, context, plan_id):
-    """A plan's ways of paying for a gift card of it."""
+    """A plan's ways of paying for a gift card of it. A bought card's code reaches its buyer sealed
+    (APP_DATA_ENCRYPTION_KEY): without the key here nothing is sold that could not be delivered."""
     if maintenance.is_active():
         raise refuse_plainly(context, query, "maintenance")
+    if not sealing.available():
+        raise refuse_plainly(context, query, "gift_unavailable")
     plan = _purchasable(context, query, plan_id)
     choices = payment_choices(context, plan)
     text = context.text("gift_methods_header" if choices else "methods_none", plan=plan.name)
@@ -160,6 +164,8 @@ def on_gift(query, context, plan_id):
 def on_pay(query, context, plan_id, method, currency, kind="purchase"):
     if maintenance.is_active():
         raise refuse_plainly(context, query, "maintenance")
+    if kind == "gift" and not sealing.available():
+        raise refuse_plainly(context, query, "gift_unavailable")
     plan = _purchasable(context, query, plan_id)
     chat = query.message.chat.id
     key = f"bot:{context.update_id}"

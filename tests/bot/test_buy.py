@@ -64,7 +64,7 @@ def gift(plan, method, currency):
     return keyboards.data(keyboards.GIFT_PAY, f"{plan.id}:{method}:{currency}")
 
 
-def test_buy_lists_the_plans_on_sale_with_their_prices_and_a_plan_its_ways_to_pay(bot, fake_telegram, plan):
+def test_buy_lists_the_plans_on_sale_with_their_prices_and_a_plan_its_ways_to_pay(bot, fake_telegram, plan, data_key):
     assert choose(bot, fake_telegram, keyboards.data(keyboards.BUY)) == [APPLIED]
     shown = menu(fake_telegram)
     assert shown["text"] == "Plans on sale. Choose one:"
@@ -230,7 +230,9 @@ def test_a_forged_purchase_button_is_refused_and_nothing_written(bot, fake_teleg
 # -- a gift card (SPEC 13.11) ------------------------------------------------------------------------
 
 
-def test_a_plans_gift_screen_offers_its_ways_to_pay_for_a_card_and_leads_back_to_the_plan(bot, fake_telegram, plan):
+def test_a_plans_gift_screen_offers_its_ways_to_pay_for_a_card_and_leads_back_to_the_plan(
+    bot, fake_telegram, plan, data_key
+):
     assert choose(bot, fake_telegram, keyboards.data(keyboards.GIFT, str(plan.id))) == [APPLIED]
     shown = menu(fake_telegram)
     assert shown["text"].startswith("A gift card for Monthly: you get a code to pass on")
@@ -284,9 +286,21 @@ def test_a_gift_paid_with_stars_says_its_code_follows(bot, fake_telegram, plan, 
     assert Order.get_by_id(order.id).status == "fulfilled" and GiftCard.get().purchase_order_id == order.id
 
 
-def test_a_gift_at_yookassa_gives_the_payment_page_of_a_gift_order(bot, fake_telegram, plan):
+def test_a_gift_at_yookassa_gives_the_payment_page_of_a_gift_order(bot, fake_telegram, plan, data_key):
     assert choose(bot, fake_telegram, gift(plan, "yookassa", "RUB")) == [APPLIED]
     order = Order.get()
     (intent,) = PaymentIntent.select()
     assert (order.operation, order.status, intent.provider) == ("gift", "pending", "yookassa")
     assert buttons(last(fake_telegram))[0]["url"] == intent.confirmation_url
+
+
+def test_without_a_data_key_no_gift_card_is_offered_or_sold(bot, fake_telegram, plan):
+    """A bought card's code reaches its buyer sealed: a bot that cannot seal sells no card it could not deliver."""
+    choose(bot, fake_telegram, keyboards.data(keyboards.PLAN, str(plan.id)))
+    offered = [button["callback_data"] for button in buttons(menu(fake_telegram))]
+    assert keyboards.data(keyboards.GIFT, str(plan.id)) not in offered
+    before = row_counts()
+    presses = [keyboards.data(keyboards.GIFT, str(plan.id)), gift(plan, "stars", "XTR"), gift(plan, "yookassa", "RUB")]
+    assert choose(bot, fake_telegram, *presses) == [REFUSED] * 3
+    assert row_counts() == before
+    assert last(fake_telegram)["text"] == "Gift cards can't be bought right now. Please try again later."
