@@ -6,7 +6,8 @@ customer's language). Whoever writes a notice — the worker's record
 transaction (`access_ready`), the renewal pass (`dunning`), the lifecycle
 producers — needs nothing here but that text. The payload's ids are turned
 into words at delivery: `planId` → the plan's name, `periodEnd` → the end,
-`amountMinor` + `currency` → the price, `entitlementId` → its plan and end,
+`amountMinor` + `currency` → the price (`balanceMinor` → the balance),
+`entitlementId` → its plan and end,
 and a text with a `{link}` gets the subscription's link read from the panel
 (never stored in the notice: SPEC 13.13) and is sent as a QR code image
 (sendPhoto) with the text as its caption — one message, so one acceptance.
@@ -231,6 +232,8 @@ def _values(payload):
         values["ends"] = _when(payload["periodEnd"])
     if isinstance(payload.get("amountMinor"), int) and isinstance(payload.get("currency"), str):
         values["price"] = texts.money(payload["amountMinor"], payload["currency"])
+        if isinstance(payload.get("balanceMinor"), int):
+            values["balance"] = texts.money(payload["balanceMinor"], payload["currency"])
     return values
 
 

@@ -107,6 +107,7 @@ CATALOG = {
         "link_unavailable": "The link can't be shown right now. Please try again in a minute.",
         "notice_access_ready": "Your access is ready: {plan} until {ends} UTC.\n"
         "Add this link to your VPN app (or scan the QR code):\n{link}",
+        "notice_wallet_credited": "Your wallet was topped up with {price}. Balance: {balance}.",
         "notice_dunning": "Your wallet could not pay {price} for the renewal of {plan}. "
         "Top it up before {ends} UTC to keep your access.",
     },
@@ -205,6 +206,7 @@ CATALOG = {
         "link_unavailable": "Ссылку сейчас нельзя показать. Попробуйте через минуту.",
         "notice_access_ready": "Доступ готов: {plan} до {ends} UTC.\n"
         "Добавьте эту ссылку в VPN-приложение (или отсканируйте QR-код):\n{link}",
+        "notice_wallet_credited": "Кошелёк пополнен на {price}. Баланс: {balance}.",
         "notice_dunning": "С кошелька не удалось списать {price} за продление «{plan}». "
         "Пополните его до {ends} UTC, чтобы сохранить доступ.",
     },

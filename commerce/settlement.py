@@ -64,13 +64,14 @@ from models.catalogue import TrialActivation
 from models.commerce import PAYMENT_PROVIDERS, RESETS_TRAFFIC, Order, Plan, Subscription, new_uuid
 from models.fulfillment import Entitlement, FulfillmentOperation
 from models.transactions import cached_select, execute_all, fetch_one, is_postgres, locked
-from ops.records import emit_event, queue_notice
+from ops.records import emit_event, queue_customer_notice, queue_notice
 
 SETTLED_STATES = ("paid", "fulfilled", "partially_refunded", "refunded")
 SETTLEABLE_STATES = ("draft", "pending")
 LATE_STATES = ("expired", "cancelled")  # settled by a provider's payment only
 PROVIDER_PATHS = ("provider_webhook", "provider_poll", "stars")
 WALLET_PATHS = ("wallet", "renewal")
+NOTICE_WALLET_CREDITED = "wallet_credited"  # a customer notice: the top-up arrived
 FREE_PATHS = ("gift", "code", "trial")
 SETTLED_BY = PROVIDER_PATHS + WALLET_PATHS + FREE_PATHS
 KEY_PREFIX = {"gift": "gift", "code": "code"}
@@ -316,7 +317,9 @@ def _apply_addon(order):
 
 
 def _credit_wallet(order):
-    """A top-up's event; its credit is the ledger movement booked before."""
+    """A top-up's event and its customer's notice (the bot said it would tell them when the money
+    arrived); its credit is the ledger movement booked before."""
+    balance = ledger.balance(order.customer_id, order.currency)
     emit_event(
         "wallet.credited",
         {
@@ -324,10 +327,16 @@ def _credit_wallet(order):
             "customerId": order.customer_id,
             "amountMinor": order.amount_minor,
             "currency": order.currency,
-            "balanceMinor": ledger.balance(order.customer_id, order.currency),
+            "balanceMinor": balance,
         },
         aggregate=f"customer:{order.customer_id}",
         returning=False,
+    )
+    queue_customer_notice(
+        order.customer_id,
+        NOTICE_WALLET_CREDITED,
+        f"order:{order.id}",
+        {"orderId": order.id, "amountMinor": order.amount_minor, "currency": order.currency, "balanceMinor": balance},
     )
     return Settlement(order.id, None, None, already_settled=False)
 

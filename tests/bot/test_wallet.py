@@ -1,9 +1,12 @@
 """SPEC 14.4, 13.3: the bot's Wallet (balances, latest movements, top-ups through the fake providers)
 and the auto-renew switch of My subscriptions — to its own customer only."""
 
+import threading
+
 import pytest
 
 from bot import keyboards
+from bot.customer_notices import CustomerNoticeLoop
 from bot.updates import APPLIED, REFUSED
 from commerce import ledger
 from commerce.orders import create_order
@@ -107,6 +110,13 @@ def test_a_top_up_makes_a_payment_at_the_provider_whose_success_credits_the_wall
     assert poll_intent(PaymentIntent.get_by_id(intent.id), shop.providers).outcome == REPLAYED  # nothing more
     assert ledger.balance(customer().id, "RUB") == 50000
     assert LedgerTransaction.select().where(LedgerTransaction.kind == "topup").count() == 1
+
+    # The bot said it would tell them when the money arrived: the settlement's notice, delivered once.
+    loop = CustomerNoticeLoop(bot.telebot, threading.Event())
+    loop.tick()
+    loop.tick()
+    told = [m["text"] for m in fake_telegram.bot_messages(ANN["id"]) if m["text"].startswith("Your wallet was topped")]
+    assert told == ["Your wallet was topped up with 500.00 RUB. Balance: 500.00 RUB."]
 
 
 @pytest.mark.parametrize(
