@@ -107,6 +107,13 @@ CATALOG = {
         "link_unavailable": "The link can't be shown right now. Please try again in a minute.",
         "notice_access_ready": "Your access is ready: {plan} until {ends} UTC.\n"
         "Add this link to your VPN app (or scan the QR code):\n{link}",
+        "notice_order_refunded": "Order {orderId} was refunded: {price} goes back the way you paid. "
+        "It may take a few days to arrive.",
+        "notice_order_refunded_full": "Order {orderId} was refunded: {price} goes back the way you paid "
+        "(it may take a few days to arrive). The access it bought is switched off.",
+        "notice_order_refunded_wallet": "Order {orderId} was refunded: {price} was added to your wallet.",
+        "notice_order_refunded_wallet_full": "Order {orderId} was refunded: {price} was added to your wallet. "
+        "The access it bought is switched off.",
         "notice_wallet_credited": "Your wallet was topped up with {price}. Balance: {balance}.",
         "notice_dunning": "Your wallet could not pay {price} for the renewal of {plan}. "
         "Top it up before {ends} UTC to keep your access.",
@@ -206,6 +213,13 @@ CATALOG = {
         "link_unavailable": "Ссылку сейчас нельзя показать. Попробуйте через минуту.",
         "notice_access_ready": "Доступ готов: {plan} до {ends} UTC.\n"
         "Добавьте эту ссылку в VPN-приложение (или отсканируйте QR-код):\n{link}",
+        "notice_order_refunded": "Заказ {orderId} возвращён: {price} вернутся тем же способом, которым вы платили. "
+        "Это может занять несколько дней.",
+        "notice_order_refunded_full": "Заказ {orderId} возвращён: {price} вернутся тем же способом, которым вы "
+        "платили (это может занять несколько дней). Доступ по этому заказу отключён.",
+        "notice_order_refunded_wallet": "Заказ {orderId} возвращён: {price} зачислены на ваш кошелёк.",
+        "notice_order_refunded_wallet_full": "Заказ {orderId} возвращён: {price} зачислены на ваш кошелёк. "
+        "Доступ по этому заказу отключён.",
         "notice_wallet_credited": "Кошелёк пополнен на {price}. Баланс: {balance}.",
         "notice_dunning": "С кошелька не удалось списать {price} за продление «{plan}». "
         "Пополните его до {ends} UTC, чтобы сохранить доступ.",

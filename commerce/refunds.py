@@ -62,7 +62,7 @@ from models.fulfillment import Entitlement
 from models.ledger import LedgerTransaction
 from models.payments import PaymentIntent, Refund
 from models.transactions import defer, locked
-from ops.records import queue_notice
+from ops.records import queue_customer_notice, queue_notice
 
 REFUNDABLE_STATES = ("paid", "fulfilled", "partially_refunded")
 
@@ -79,6 +79,7 @@ INVALID_REFUND_DESTINATION = "invalid_refund_destination"
 PARTIAL_REFUND_UNSUPPORTED = "partial_refund_unsupported"
 
 NOTICE_REFUND_MANUAL = "refund_manual"
+NOTICE_CUSTOMER_REFUNDED = "order_refunded"  # a customer notice: _wallet when it went there, _full when access ends
 
 # The keys settlement books an order's payment under (commerce/ledger.py).
 PAYMENT_KEYS = ("order:{}:payment", "order:{}:wallet", "order:{}:topup")
@@ -117,7 +118,7 @@ def refund_order(order_id, amount_minor=None, to=None):
         full = amount == left
         if amount > 0:
             try:
-                _give_back(order, amount, to)
+                refund = _give_back(order, amount, to)
                 if full and order.operation == "upgrade":
                     _take_back_credits(order)
             except ledger.LedgerRejected as rejected:
@@ -131,11 +132,27 @@ def refund_order(order_id, amount_minor=None, to=None):
             refunded_amount_minor=order.refunded_amount_minor + amount,
             refunded_at=utcnow(),
         ).where(Order.id == order.id).execute()
+        if amount > 0:
+            _tell_customer(order, refund, amount, full)
         if full:
             revoke_access(order.id)
             if order.operation == "gift":
                 gift_purchase.expire_refunded_gift(order.id, utcnow())
         return Order.get_by_id(order.id)
+
+
+def _tell_customer(order, refund, amount, full):
+    """The customer's notice of the refund (the bot delivers it): where the money goes, and for a
+    full refund of what bought access, that the access is switched off."""
+    kind = NOTICE_CUSTOMER_REFUNDED + ("_wallet" if refund.destination == TO_WALLET else "")
+    if full and order.operation not in ("topup", "gift", "addon"):
+        kind += "_full"
+    queue_customer_notice(
+        order.customer_id,
+        kind,
+        f"refund:{refund.id}",
+        {"orderId": order.id, "amountMinor": amount, "currency": order.currency},
+    )
 
 
 def _credited_for(order):

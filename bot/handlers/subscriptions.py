@@ -14,7 +14,7 @@ import logging
 from bot import keyboards, qr, services, texts
 from bot.updates import Answer
 from commerce import customers
-from commerce.phase import standings
+from commerce.phase import EXPIRED, standings
 from models.commerce import Plan, Subscription
 
 logger = logging.getLogger("omniflow.bot.subscriptions")
@@ -93,7 +93,7 @@ def _shown(context, chat, message_id, rows, said=None):
                 traffic="?" if remote is None else traffic_text(remote.used_traffic_bytes),
             )
         )
-        if remote is not None:
+        if remote is not None and phase != EXPIRED:  # an expired or refunded one's link gives no access
             lines.append(context.text("subscription_link", link=remote.subscription_url))
             with_links.append((number, subscription_id))
     if unavailable:

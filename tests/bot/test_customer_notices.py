@@ -215,3 +215,13 @@ def test_notices_waiting_for_an_unanswering_panel_hold_up_no_other_and_cost_one_
     loop.tick()
     loop.tick()
     assert {notice.status for notice in notices("access_ready")} == {"sent"}
+
+
+def test_a_refund_notice_says_where_the_money_went_and_that_access_ended(loop, buyer, fake_telegram):
+    queue_customer_notice(buyer.id, "order_refunded_wallet_full", "refund:1",
+                          {"orderId": 7, "amountMinor": 19900, "currency": "RUB"})  # fmt: skip
+    loop.tick()
+    (sent,) = fake_telegram.accepted("sendMessage")
+    assert sent["params"]["text"] == (
+        "Order 7 was refunded: 199.00 RUB was added to your wallet. The access it bought is switched off."
+    )

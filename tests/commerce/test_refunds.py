@@ -3,6 +3,8 @@ the money was paid — the wallet, YooKassa's refund API (fake YooKassa, a real 
 refundStarPayment (fake Bot API, a real server) — or, for Crypto Pay, to the wallet (manual on request); the
 provider call is a durable job that never refunds twice."""
 
+import json
+
 import pytest
 
 import omniflow
@@ -345,3 +347,20 @@ def test_a_stars_refund_whose_answer_was_lost_is_recorded_once_the_retry_hears_i
     assert Refund.get(Refund.order == order.id).status == "succeeded"
     calls = [call for call in telegram.accepted() if call["method"] == "refundStarPayment"]
     assert len(calls) == 1  # the second call was answered CHARGE_ALREADY_REFUNDED: nothing paid twice
+
+
+def test_the_customer_is_told_of_each_refund_where_the_money_goes_and_when_access_ends(database):
+    from models.ops import CustomerNotice
+
+    buyer = sales.customer()
+    order, _, _ = sales.paid_order(buyer, sales.plan(), provider="cryptobot")
+    refund_order(order.id, 100)  # in part: to the wallet (Crypto Pay has no refund API), access kept
+    refund_order(order.id, to="provider")  # the rest, by hand at the provider: access ends
+
+    told = [(n.customer_id, n.kind, json.loads(n.payload)) for n in CustomerNotice.select().order_by(CustomerNotice.id)]
+    assert [(customer, kind) for customer, kind, _ in told if kind.startswith("order_refunded")] == [
+        (buyer.id, "order_refunded_wallet"),
+        (buyer.id, "order_refunded_full"),
+    ]
+    amounts = [payload["amountMinor"] for _, kind, payload in told if kind.startswith("order_refunded")]
+    assert amounts == [100, 29800]
