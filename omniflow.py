@@ -26,6 +26,7 @@ its consumer is created, whichever of the two commands started it.
 
 import argparse
 import logging
+import os
 import sys
 
 from config.database import DatabaseUnreachable, bind_database, require_reachable
@@ -582,7 +583,13 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    args.run(args)
+    try:
+        args.run(args)
+        sys.stdout.flush()  # inside the try: a reader that left shows here, not at the interpreter's exit
+    except BrokenPipeError:
+        # The reader went away (`jobs list | head`): what it read is all it wanted; no traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
 
 
 if __name__ == "__main__":

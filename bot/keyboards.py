@@ -113,6 +113,12 @@ def language_menu(language):
     )
 
 
+def to_wallet(language):
+    return _markup(
+        [[(texts.text(language, "button_wallet"), data(WALLET))], [(texts.text(language, "button_back"), data(MENU))]]
+    )
+
+
 def back(language):
     return _markup([[(texts.text(language, "button_back"), data(MENU))]])
 

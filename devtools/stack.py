@@ -2,11 +2,11 @@
 wait that starts the stack's worker only once the fake panel answers
 (`python omniflow.py dev-wait-panel`).
 
-An operator to sign in with; plans priced in RUB, USD and Telegram Stars; a
-few customers with a Telegram identity whose orders were paid at YooKassa,
-CryptoBot and with Stars (the ledger's sale, the payment and the settlement
-together, so Home shows revenue per currency and the worker provisions them
-on the fake panel), one who topped up their wallet and bought from it; and
+An operator to sign in with; plans priced in RUB, USD and Telegram Stars, and
+a free 3-day trial plan (the bot's Free trial); a few customers with a
+Telegram identity whose orders were paid at YooKassa, CryptoBot and with
+Stars (the ledger's sale, the payment and the settlement together, so Home
+shows revenue per currency and the worker provisions them on the fake panel), one who topped up their wallet and bought from it; and
 one operation whose desired state is corrupt, so System → Operations has a
 failed operation to look at and retry; the first customer has an open
 support ticket to answer from Support. The wallet customer also holds a
@@ -59,6 +59,10 @@ def seed(password=DEV_PASSWORD):
     with db.atomic():
         plan = monthly_plan("dev-monthly", "Monthly, 100 GB, 3 devices")
         unlimited = Plan.create(code="dev-unlimited", name="Unlimited", duration_days=30, price_minor=999)
+        Plan.create(  # what the bot's Free trial gives, once per customer
+            code="dev-trial", name="Trial, 3 days", duration_days=3, traffic_allowance_bytes=5 << 30, price_minor=0,
+            currency="RUB", trial=True,
+        )  # fmt: skip
         daily = Plan.create(
             code="dev-daily", name="Daily, 5 GB", duration_days=1, traffic_allowance_bytes=5 << 30, price_minor=15
         )

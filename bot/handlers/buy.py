@@ -62,11 +62,11 @@ PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
 PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
 
 
-def refuse_plainly(context, query, key, **values):
+def refuse_plainly(context, query, key, markup=None, **values):
     """A purchase refused with a message in the chat (not only a button's alert), nothing written."""
     return Refused(
         Answer("callback", query.id),
-        Answer("send", query.message.chat.id, context.text(key, **values)),
+        Answer("send", query.message.chat.id, context.text(key, **values), markup),
     )
 
 
@@ -198,7 +198,8 @@ def refusal_for(context, query, code):
     if code == MAINTENANCE_ACTIVE:
         return refuse_plainly(context, query, "maintenance")
     if code == ledger.INSUFFICIENT_FUNDS:
-        return refuse_plainly(context, query, "insufficient_funds")
+        # Where to go from here: the wallet to top it up, or back to the menu.
+        return refuse_plainly(context, query, "insufficient_funds", keyboards.to_wallet(context.language))
     logger.info("a purchase was refused", extra={"error": code})
     return refuse_plainly(context, query, "purchase_refused")
 

@@ -172,6 +172,7 @@ def test_the_wallet_refuses_a_balance_too_small_and_pays_from_one_that_covers_it
     assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [REFUSED]
     assert row_counts() == before
     assert last(fake_telegram)["text"] == "Your wallet balance is not enough for this purchase."
+    assert [button["callback_data"] for button in buttons(last(fake_telegram))] == ["wallet", "menu"]  # a way on
 
     sales.topped_up(customer(), 50000, "RUB")
     fake_telegram.press(ANN, keyboards.data(keyboards.PLAN, str(plan.id)))
