@@ -2,12 +2,13 @@
 wait that starts the stack's worker only once the fake panel answers
 (`python omniflow.py dev-wait-panel`).
 
-An operator to sign in with; plans priced in RUB, USD and Telegram Stars, and
-a free 3-day trial plan (the bot's Free trial); a few customers with a
+An operator to sign in with; plans priced in RUB, USD and Telegram Stars,
+and a free 3-day trial plan (the bot's Free trial); a few customers with a
 Telegram identity whose orders were paid at YooKassa, CryptoBot and with
 Stars (the ledger's sale, the payment and the settlement together, so Home
-shows revenue per currency and the worker provisions them on the fake panel), one who topped up their wallet and bought from it; and
-one operation whose desired state is corrupt, so System → Operations has a
+shows revenue per currency and the worker provisions them on the fake
+panel), one who topped up their wallet and bought from it; and one
+operation whose desired state is corrupt, so System → Operations has a
 failed operation to look at and retry; the first customer has an open
 support ticket to answer from Support. The wallet customer also holds a
 daily plan that renews itself from the wallet: its period ends within the
