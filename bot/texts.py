@@ -38,8 +38,9 @@ CATALOG = {
         "plans_header": "Plans on sale. Choose one:",
         "plans_none": "Nothing is on sale right now. Please look again later.",
         "plan_button": "{plan}, {duration}: {prices}",
-        "duration_one_day": "1 day",
-        "duration_days": "{days} days",
+        "duration_one": "{days} day",
+        "duration_few": "{days} days",
+        "duration_many": "{days} days",
         "methods_header": "{plan}: how would you like to pay?",
         "methods_none": "This plan can't be paid for here right now.",
         "button_gift": "🎁 Buy as a gift",
@@ -144,8 +145,9 @@ CATALOG = {
         "plans_header": "Тарифы. Выберите:",
         "plans_none": "Сейчас ничего не продаётся. Загляните позже.",
         "plan_button": "{plan}, {duration}: {prices}",
-        "duration_one_day": "1 дн.",
-        "duration_days": "{days} дн.",
+        "duration_one": "{days} день",
+        "duration_few": "{days} дня",
+        "duration_many": "{days} дней",
         "methods_header": "{plan}: как хотите оплатить?",
         "methods_none": "Этот тариф сейчас нельзя оплатить здесь.",
         "button_gift": "🎁 Купить в подарок",
@@ -159,10 +161,10 @@ CATALOG = {
         "method_yookassa": "Картой (ЮKassa): {price}",
         "method_cryptobot": "CryptoBot: {price}",
         "button_pay_link": "Оплатить",
-        "invoice_sent": "Ваш счёт за {plan}: {price}.",
+        "invoice_sent": "Ваш счёт за «{plan}»: {price}.",
         "pay_by_link": "Заказ {order}: {plan}, {price}. Оплатите на странице, которую откроет кнопка; "
         "мы напишем, как только платёж придёт.",
-        "paid_from_wallet": "Списано {price} с кошелька за {plan}. Доступ подключается: "
+        "paid_from_wallet": "Списано {price} с кошелька за «{plan}». Доступ подключается: "
         "мы напишем, когда он будет готов.",
         "payment_received": "Платёж получен: {price}. Доступ подключается: мы напишем, когда он будет готов.",
         "maintenance": "Магазин закрыт на техническое обслуживание. Сейчас ничего нельзя купить; попробуйте позже.",
@@ -196,8 +198,8 @@ CATALOG = {
         "ledger_proration_credit": "возврат за неиспользованное время",
         "button_auto_renew_on": "Автопродление {number}: вкл. (выключить)",
         "button_auto_renew_off": "Автопродление {number}: выкл. (включить)",
-        "auto_renew_on": "Автопродление {plan} включено: кошелёк оплатит следующий период за день до конца текущего.",
-        "auto_renew_off": "Автопродление {plan} выключено.",
+        "auto_renew_on": "Автопродление «{plan}» включено: кошелёк оплатит следующий период за день до конца текущего.",
+        "auto_renew_off": "Автопродление «{plan}» выключено.",
         # --- Мои подписки и уведомления ---
         "subscription_detail": "{number}. {plan}: {phase}, до {ends} UTC; трафик {traffic}",
         "subscription_link": "   Ссылка: {link}",
@@ -211,7 +213,7 @@ CATALOG = {
         "button_qr": "QR-код {number}",
         "qr_caption": "Отсканируйте, чтобы добавить подписку в VPN-приложение:\n{link}",
         "link_unavailable": "Ссылку сейчас нельзя показать. Попробуйте через минуту.",
-        "notice_access_ready": "Доступ готов: {plan} до {ends} UTC.\n"
+        "notice_access_ready": "Доступ готов: «{plan}» до {ends} UTC.\n"
         "Добавьте эту ссылку в VPN-приложение (или отсканируйте QR-код):\n{link}",
         "notice_order_refunded": "Заказ {orderId} возвращён: {price} вернутся тем же способом, которым вы платили. "
         "Это может занять несколько дней.",
@@ -234,7 +236,7 @@ CATALOG["en"].update(
         "button_code": "Gift or code",
         "button_trial": "Free trial",
         "code_prompt": "Send the code of your gift card or access code. Send /cancel to stop.",
-        "code_activated": "Code accepted: {plan}, {days} days. Your access is being set up; we will tell you when "
+        "code_activated": "Code accepted: {plan}, {duration}. Your access is being set up; we will tell you when "
         "it is ready.",
         "code_not_found": "That code is not valid. Check it and send it again, or /cancel.",
         "code_expired": "That code has expired.",
@@ -242,7 +244,7 @@ CATALOG["en"].update(
         "code_used": "That code has been used up.",
         "code_already_activated": "You have activated this code already.",
         "activation_refused": "That can't be activated. Send /start for the menu.",
-        "trial_activated": "Your free trial is on: {plan}, {days} days. Your access is being set up; we will tell "
+        "trial_activated": "Your free trial is on: {plan}, {duration}. Your access is being set up; we will tell "
         "you when it is ready.",
         "trial_none": "There is no free trial at the moment.",
         "trial_used": "You have had your free trial already.",
@@ -271,14 +273,14 @@ CATALOG["ru"].update(
         "button_code": "Подарок или код",
         "button_trial": "Пробный период",
         "code_prompt": "Отправьте код подарочной карты или код доступа. Отправьте /cancel, чтобы передумать.",
-        "code_activated": "Код принят: {plan}, {days} дн. Доступ подключается; мы сообщим, когда он будет готов.",
+        "code_activated": "Код принят: «{plan}», {duration}. Доступ подключается; мы сообщим, когда он будет готов.",
         "code_not_found": "Этот код недействителен. Проверьте и отправьте ещё раз или /cancel.",
         "code_expired": "Срок действия кода истёк.",
         "code_too_many": "Слишком много неверных кодов. Попробуйте снова через десять минут.",
         "code_used": "Этот код уже использован.",
         "code_already_activated": "Вы уже активировали этот код.",
         "activation_refused": "Это нельзя активировать. Отправьте /start, чтобы открыть меню.",
-        "trial_activated": "Пробный период включён: {plan}, {days} дн. Доступ подключается; мы сообщим, когда он "
+        "trial_activated": "Пробный период включён: «{plan}», {duration}. Доступ подключается; мы сообщим, когда он "
         "будет готов.",
         "trial_none": "Сейчас пробного периода нет.",
         "trial_used": "Вы уже пользовались пробным периодом.",
@@ -369,8 +371,20 @@ def money(amount_minor, currency):
 
 
 def duration(language, days):
-    """A plan's length as a customer reads it: 1 day, 30 days."""
-    return text(language, "duration_one_day") if days == 1 else text(language, "duration_days", days=days)
+    """A plan's length as a customer reads it: 1 day, 30 days; 1 день, 3 дня, 30 дней."""
+    return text(language, f"duration_{plural_form(language, days)}", days=days)
+
+
+def plural_form(language, count):
+    """one / few / many: the form of a noun after `count`, by the language's rule (Russian's three
+    forms; English has one and many)."""
+    if language != "ru":
+        return "one" if count == 1 else "many"
+    if count % 10 == 1 and count % 100 != 11:
+        return "one"
+    if 2 <= count % 10 <= 4 and not 12 <= count % 100 <= 14:
+        return "few"
+    return "many"
 
 
 def text(language, key, **values):

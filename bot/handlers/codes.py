@@ -14,7 +14,7 @@ generated code cannot be guessed, but an operator may choose a short one.
 import threading
 import time
 
-from bot import keyboards, sessions
+from bot import keyboards, sessions, texts
 from commerce import activations, codes
 from models.commerce import Order, Plan
 
@@ -103,7 +103,8 @@ def activate(context, chat_id, raw_code):
         raise _refused(context, rejected) from None
     plan = _plan_of(activated)
     sessions.stop_awaiting(chat_id, context.customer.id)
-    shown = context.text("code_activated", plan=plan.name, days=plan.duration_days)
+    duration = texts.duration(context.language, plan.duration_days)
+    shown = context.text("code_activated", plan=plan.name, duration=duration)
     context.send(chat_id, shown, keyboards.main_menu(context.language))
 
 
@@ -126,7 +127,8 @@ def trial(context, chat_id, message_id):
         plan = _plan_of(activations.activate_trial(context.customer.id))
     except activations.ActivationRejected as rejected:
         raise _refused(context, rejected) from None
-    shown = context.text("trial_activated", plan=plan.name, days=plan.duration_days)
+    duration = texts.duration(context.language, plan.duration_days)
+    shown = context.text("trial_activated", plan=plan.name, duration=duration)
     context.edit(chat_id, message_id, shown, keyboards.main_menu(context.language))
 
 

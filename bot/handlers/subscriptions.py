@@ -20,14 +20,15 @@ from models.commerce import Plan, Subscription
 logger = logging.getLogger("omniflow.bot.subscriptions")
 
 DATE_FORMAT = "%Y-%m-%d %H:%M"
-UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+UNITS = {"en": ("B", "KiB", "MiB", "GiB", "TiB"), "ru": ("Б", "КиБ", "МиБ", "ГиБ", "ТиБ")}
 
 
-def traffic_text(used_bytes):
+def traffic_text(used_bytes, language="en"):
+    units = UNITS.get(language, UNITS["en"])
     value, unit = float(used_bytes), 0
-    while value >= 1024 and unit < len(UNITS) - 1:
+    while value >= 1024 and unit < len(units) - 1:
         value, unit = value / 1024, unit + 1
-    return f"{int(value)} {UNITS[unit]}" if unit == 0 else f"{value:.1f} {UNITS[unit]}"
+    return f"{int(value)} {units[unit]}" if unit == 0 else f"{value:.1f} {units[unit]}"
 
 
 def rows_of(customer):
@@ -90,7 +91,7 @@ def _shown(context, chat, message_id, rows, said=None):
                 plan=plan,
                 phase=phase_text(context.language, phase),
                 ends=ends_at.strftime(DATE_FORMAT),
-                traffic="?" if remote is None else traffic_text(remote.used_traffic_bytes),
+                traffic="?" if remote is None else traffic_text(remote.used_traffic_bytes, context.language),
             )
         )
         if remote is not None and phase != EXPIRED:  # an expired or refunded one's link gives no access

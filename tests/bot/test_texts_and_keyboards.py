@@ -62,3 +62,19 @@ def test_the_lease_is_30_seconds_renewed_every_5_in_production():
     settings = load_settings({})
     assert settings.bot_lease_ttl_seconds == 30
     assert BotLease(settings.bot_lease_ttl_seconds).renew_interval_s == 5
+
+
+@pytest.mark.parametrize(
+    "language, days, said",
+    [("en", 1, "1 day"), ("en", 21, "21 days"), ("en", 30, "30 days"), ("ru", 1, "1 день"), ("ru", 3, "3 дня"),
+     ("ru", 5, "5 дней"), ("ru", 11, "11 дней"), ("ru", 21, "21 день"), ("ru", 22, "22 дня"), ("ru", 30, "30 дней")],
+)  # fmt: skip
+def test_a_plans_length_reads_in_the_form_its_number_asks_for(language, days, said):
+    assert texts.duration(language, days) == said
+
+
+def test_traffic_is_shown_in_the_customers_units():
+    from bot.handlers.subscriptions import traffic_text
+
+    shown = (traffic_text(0, "ru"), traffic_text(3 << 30, "ru"), traffic_text(3 << 30, "en"))
+    assert shown == ("0 Б", "3.0 ГиБ", "3.0 GiB")
