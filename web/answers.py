@@ -42,9 +42,12 @@ def json_answer(status, body):
 
 
 def json_body():
-    """The request's JSON object, or a 400 invalid_body."""
+    """The request's JSON object, or a 400 invalid_body (a 413 body_too_large over MAX_BODY_BYTES)."""
+    raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise Problem(413, problems.BODY_TOO_LARGE, f"a request body is at most {MAX_BODY_BYTES} bytes")
     try:
-        body = json.loads(bottle.request.body.read(MAX_BODY_BYTES) or b"null")
+        body = json.loads(raw or b"null")
     except ValueError:
         raise Problem(400, problems.INVALID_BODY, "the body must be a JSON object") from None
     if not isinstance(body, dict):

@@ -39,7 +39,7 @@ from models.fulfillment import (
 )
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance, operators, outbox
-from web import local_time, panel
+from web import local_time, panel, problems
 from web.answers import plain_digits
 from web.explanations import explained
 from web.problems import Problem
@@ -187,8 +187,11 @@ def build(secure_cookies=True):
     def operations_page(operator):
         query = bottle.request.query
         status = query.get("status") or panel.DEFAULT_STATUS
-        status = status if status in OPERATION_STATUSES else panel.DEFAULT_STATUS
-        operation = query.get("operation") if query.get("operation") in OPERATIONS else None
+        if status not in OPERATION_STATUSES:
+            raise Problem(400, problems.INVALID_STATUS, f"a status is one of {', '.join(OPERATION_STATUSES)}")
+        if query.get("operation") and query.get("operation") not in OPERATIONS:
+            raise Problem(400, problems.INVALID_OPERATION, f"an operation is one of {', '.join(OPERATIONS)}")
+        operation = query.get("operation") or None
         entitlement = query.get("entitlementId") or ""
         entitlement_id = int(entitlement) if plain_digits(entitlement) and len(entitlement) <= 18 else None
         rows, next_cursor = panel.operations_page(
@@ -216,7 +219,7 @@ def build(secure_cookies=True):
             else None
         )
         if op is None:
-            bottle.abort(404, "no such operation")
+            raise Problem(404, problems.OPERATION_NOT_FOUND, f"operation {operation_id[:20]} does not exist")
         history = (
             FulfillmentHistory.select()
             .where(FulfillmentHistory.operation == op.id)

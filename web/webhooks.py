@@ -25,7 +25,7 @@ from web import problems
 from web.answers import answered, json_answer, plain_digits, require_schema
 from web.problems import Problem
 
-BODY_TOO_LARGE = "body_too_large"
+BODY_TOO_LARGE = problems.BODY_TOO_LARGE
 DETAILS = {
     BAD_SIGNATURE: "the delivery's signature does not verify",
     MALFORMED_WEBHOOK: "the delivery is not one of this provider's documented notifications",

@@ -228,3 +228,16 @@ def test_no_shop_page_or_answer_shows_a_link_a_provider_secret_a_card_number_squ
         assert answer.status_code in (200, 202), answer.url
         for secret in secrets + squads + ("squadIds", "desiredState", "confirmation"):
             assert secret not in answer.text, (answer.url, secret)
+
+
+def test_an_unknown_operation_or_a_bad_filter_gets_an_html_page_that_says_why(web):
+    cookie = api.session_of(web)
+    for path, params, status, said in (
+        ("/panel/system/operations/99999", {}, 404, "operation 99999 does not exist"),
+        ("/panel/system/operations/abc", {}, 404, "operation abc does not exist"),
+        ("/panel/system/operations", {"status": "bogus"}, 400, "a status is one of"),
+        ("/panel/system/operations", {"operation": "bogus"}, 400, "an operation is one of"),
+    ):
+        answer = requests.get(web + path, headers=cookie, params=params, timeout=10)
+        assert answer.status_code == status, path
+        assert answer.headers["Content-Type"].startswith("text/html") and said in answer.text

@@ -655,6 +655,14 @@ def test_a_reason_in_cyrillic_reaches_the_audit_as_typed(web, header):
     assert AuditEvent.get(AuditEvent.action == "maintenance.enabled").reason == "обновление панели"
 
 
+def test_a_body_over_64_kib_is_a_413_and_changes_nothing(web):
+    headers = {**session_of(web), **REASON, "Content-Type": "application/json"}
+    huge = json.dumps({"active": True, "padding": "a" * (70 * 1024)})
+    answer = requests.post(web + "/v1/panel/system/maintenance", headers=headers, data=huge, timeout=10)
+    assert_problem(answer, 413, "body_too_large")
+    assert requests.get(web + "/v1/panel/system/maintenance", headers=headers, timeout=10).json()["active"] is False
+
+
 def test_maintenance_changes_need_a_reason_and_a_boolean(web):
     headers = session_of(web)
     url = web + "/v1/panel/system/maintenance"
