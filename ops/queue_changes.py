@@ -5,7 +5,9 @@ their own `with db.atomic():`, so the change and its audit event commit
 together; a refused change (JobNotFound, JobMutationRejected) writes neither.
 """
 
-from jobs import client
+from jobs import JobMutationRejected, client
+from models.fulfillment import FulfillmentOperation
+from models.jobs import Job
 from ops.records import record_audit
 
 AUDIT_CATEGORY = "system"
@@ -14,7 +16,22 @@ CANCELLED = "job.cancelled"
 SUBJECT = "job"
 
 
+class OperationFinished(JobMutationRejected):
+    """A fulfillment job whose operation has ended: running the job again would do nothing (the
+    worker leaves a finished operation alone) yet take it out of the dead letters. The operation is
+    what to retry (the panel's Retry, SPEC 4.2), under its own idempotency key."""
+
+    def __init__(self, job_id, operation_id, status):
+        Exception.__init__(
+            self,
+            f"job {job_id}'s fulfillment operation {operation_id} is {status}; retry the operation instead"
+            f" (POST /v1/panel/system/jobs/{operation_id}/retry), which queues it again",
+        )
+        self.job_id, self.state, self.action = job_id, status, "retry"
+
+
 def retry_job(job_id, actor, reason=None):
+    _refuse_a_finished_operations_job(job_id)
     job = client.retry(job_id)
     record_audit(AUDIT_CATEGORY, RETRIED, actor, reason, SUBJECT, job_id, details={"kind": job.kind})
     return job
@@ -24,3 +41,13 @@ def cancel_job(job_id, actor, reason=None):
     job = client.cancel(job_id, reason=f"cancelled by {actor}" + (f": {reason}" if reason else ""))
     record_audit(AUDIT_CATEGORY, CANCELLED, actor, reason, SUBJECT, job_id, details={"kind": job.kind})
     return job
+
+
+def _refuse_a_finished_operations_job(job_id):
+    job = Job.get_or_none(Job.id == job_id)
+    if job is None or job.kind != "fulfillment":
+        return  # client.retry says what it says about a missing or other job
+    operation_id = job.args_dict.get("operationId")
+    operation = FulfillmentOperation.get_or_none(FulfillmentOperation.id == operation_id)
+    if operation is not None and operation.status in ("succeeded", "failed", "cancelled"):
+        raise OperationFinished(job_id, operation.id, operation.status)

@@ -270,3 +270,21 @@ def test_maintenance_switch_needs_a_reason_is_audited_and_holds_fulfillment(web)
         401,
         "unauthorized",
     )
+
+
+def test_a_dead_fulfillment_job_of_a_failed_operation_is_not_retried_by_its_row_and_the_answer_says_what_to_retry(web):
+    from models.fulfillment import FulfillmentOperation
+    from tests.web.test_panel_api import operation_in
+
+    failed = operation_in("failed", "invalid_desired_state")
+    job = Job.select().where(Job.kind == "fulfillment").order_by(Job.id.desc()).first()
+    assert job.args_dict["operationId"] == failed
+    Job.update(state="discarded", finalized_at=utcnow()).where(Job.id == job.id).execute()
+
+    answer = post(web, f"/v1/admin/jobs/{job.id}/retry")
+
+    assert_problem(answer, 422, "job_mutation_rejected")
+    assert f"/v1/panel/system/jobs/{failed}/retry" in answer.json()["detail"]
+    assert Job.get_by_id(job.id).state == "discarded"  # still in the dead letters, where an operator sees it
+    assert FulfillmentOperation.get_by_id(failed).status == "failed"
+    assert audit_trail() == []
