@@ -18,7 +18,7 @@ Every round makes one batch due in each database and times one run of each
 pass on it, the sizes interleaved (their order alternating per round): 100
 auto-renewing periods ending within the hour, paid from funded wallets
 (`renewal.run()`: 100 renewals settled); 100 pending orders past their
-deadline with an open intent each, 10 expired bonus credits, 10 abandoned
+deadline with an open intent each (never created at the provider), 10 expired bonus credits, 10 abandoned
 carts (`commerce_maintenance.maintain()`); 100 intents pending for five
 minutes (`payment_reconcile.dispatch()`: 100 `payment_poll` jobs inserted;
 the polls are HTTP calls the jobs make, not the pass). What a round made due
@@ -181,7 +181,8 @@ def due_maintenance(round_number):
         db.execute_sql(
             "INSERT INTO payment_intents (order_id, provider, provider_payment_id, amount_minor, currency, status,"
             " idempotence_key, created_at, updated_at)"
-            " SELECT id, 'yookassa', 'overdue-' || id, %s, 'RUB', 'pending', 'order-' || id || '-yookassa-1', %s, %s"
+            # Never reached the provider (a payment the provider holds stays pending past its order's expiry).
+            " SELECT id, 'yookassa', NULL, %s, 'RUB', 'created', 'order-' || id || '-yookassa-1', %s, %s"
             " FROM orders WHERE status = 'pending' AND expires_at <= %s",
             (PRICE, now, now, now),
         )

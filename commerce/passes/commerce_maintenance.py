@@ -3,15 +3,24 @@
 1. Orders. A pending order whose payment deadline (`expires_at`, 30
    minutes after it was made: commerce/orders.py) has passed becomes
    `expired`, and its intents still open (`created`, `pending`) become
-   `expired` with it. The orders are read through `orders_awaiting_payment`
-   (the orders that have a deadline), oldest deadline first, ORDER_BATCH per
-   transaction under their row locks: a webhook or a poll applying a
+   `expired` with it — except a payment the provider holds (a pending
+   intent with the provider's payment id): the payer may still complete it
+   on the provider's page, so it stays `pending` and payment_reconcile goes
+   on asking, until the provider says it was paid (the order settles late),
+   canceled or expired, or LATE_POLL_WINDOW has passed (then it expires
+   here). A late payment whose webhooks were all lost is never kept. The
+   orders are read through `orders_awaiting_payment` (the orders that have
+   a deadline), oldest deadline first, ORDER_BATCH per transaction under
+   their row locks: a webhook or a poll applying a
    payment takes the same lock first (commerce/payments.py), so an order is
    settled or expired, one after the other, never both at once. A
    provider's payment that arrives after the expiry still settles the order
    (that money is real, commerce/settlement.py). A row whose deadline passed
    but that no longer waits for payment only has the deadline cleared, so
    it leaves the index.
+   Such an intent still pending LATE_POLL_WINDOW after it was made is
+   expired by the next step (`payment_intents_pending_created`, migration
+   0026).
 2. Bonus credits past their expiry: `ledger.expire_bonuses()`, up to its
    EXPIRY_BATCH credits per call, one `expiration` transaction per wallet.
 3. Saved carts: `bot_checkout_sessions` past their expiry that never became
@@ -26,6 +35,7 @@ backlog leaves the others their turn, and the run checks `should_stop()`
 between batches (its timeout is the interval): the next run carries on.
 """
 
+import datetime
 import logging
 from dataclasses import dataclass
 
@@ -45,6 +55,9 @@ INTERVAL_S = 60
 ORDER_BATCH = 100
 CART_BATCH = 500
 MAX_BATCHES = 20
+# How long a payment the provider holds is still asked about after its order expired: a payer may
+# finish on the provider's page late, and a late payment whose webhooks were lost is found by the poll.
+LATE_POLL_WINDOW = datetime.timedelta(hours=24)
 CARTS = "bot_checkout_sessions"
 
 
@@ -80,12 +93,44 @@ def expire_orders(now, done):
                 )
                 done.intents_expired += (
                     PaymentIntent.update(status="expired", updated_at=now)
-                    .where(PaymentIntent.order.in_(pending), PaymentIntent.status.in_(OPEN_INTENT_STATES))
+                    .where(
+                        PaymentIntent.order.in_(pending),
+                        PaymentIntent.status.in_(OPEN_INTENT_STATES),
+                        ~_held_by_the_provider(),
+                    )
                     .execute()
                 )
             if not_waiting:
                 Order.update(expires_at=None).where(Order.id.in_(not_waiting)).execute()
         if len(rows) < ORDER_BATCH:
+            return
+
+
+def _held_by_the_provider():
+    return (PaymentIntent.status == "pending") & PaymentIntent.provider_payment_id.is_null(False)
+
+
+def expire_unanswered_intents(now, done):
+    """Pending intents the provider has held past LATE_POLL_WINDOW without an answer: no more polls."""
+    for _ in range(MAX_BATCHES):
+        if should_stop():
+            done.stopped = True
+            return
+        with db.atomic():
+            stale = [
+                intent.id
+                for intent in PaymentIntent.select(PaymentIntent.id)
+                .where(PaymentIntent.status == "pending", PaymentIntent.created_at < now - LATE_POLL_WINDOW)
+                .order_by(PaymentIntent.created_at, PaymentIntent.id)
+                .limit(ORDER_BATCH)
+            ]
+            if stale:
+                done.intents_expired += (
+                    PaymentIntent.update(status="expired", updated_at=now)
+                    .where(PaymentIntent.id.in_(stale), PaymentIntent.status == "pending")
+                    .execute()
+                )
+        if len(stale) < ORDER_BATCH:
             return
 
 
@@ -109,10 +154,11 @@ def drop_carts(now, done):
 
 
 def maintain(now=None):
-    """Run the three steps in order; returns what they did."""
+    """Run the steps in order; returns what they did."""
     now = now or utcnow()
     done = Maintained()
     expire_orders(now, done)
+    expire_unanswered_intents(now, done)
     expire_bonus_credits(done)
     drop_carts(now, done)
     done.stopped = done.stopped or should_stop()

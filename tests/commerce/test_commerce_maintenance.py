@@ -53,11 +53,12 @@ def test_pending_orders_past_their_deadline_expire_with_their_open_intents(datab
 
     done = commerce_maintenance.maintain()
 
-    assert (done.orders_expired, done.intents_expired) == (1, 2)
+    assert (done.orders_expired, done.intents_expired) == (1, 1)
     expired = Order.get_by_id(overdue.id)
     assert (expired.status, expired.expires_at) == ("expired", None)
     statuses = {i.id: PaymentIntent.get_by_id(i.id).status for i in (waiting, created, failed, open_intent)}
-    assert statuses == {waiting.id: "expired", created.id: "expired", failed.id: "failed", open_intent.id: "pending"}
+    # The payment the provider holds stays pending: the payer may still pay it, and the poll would see it.
+    assert statuses == {waiting.id: "pending", created.id: "expired", failed.id: "failed", open_intent.id: "pending"}
     assert Order.get_by_id(not_yet.id).status == "pending"
     assert Order.get_by_id(paid.id).status == "paid"
     assert commerce_maintenance.maintain().orders_expired == 0
@@ -134,3 +135,16 @@ def test_commerce_maintenance_runs_as_a_periodic_job(database):
     assert run_next() == job_id
     assert Job.get_by_id(job_id).state == "completed"
     assert Order.get_by_id(order.id).status == "expired"
+
+
+def test_a_payment_the_provider_held_a_day_past_without_an_answer_is_no_longer_asked_about(database):
+    customer, plan = commerce.customer(), rub_plan()
+    overdue = pending_order(customer, plan, -MINUTE)
+    old, recent = intent(overdue, "pending", 1), intent(overdue, "pending", 2)
+    day_ago = utcnow() - commerce_maintenance.LATE_POLL_WINDOW - MINUTE
+    PaymentIntent.update(created_at=day_ago).where(PaymentIntent.id == old.id).execute()
+
+    done = commerce_maintenance.maintain()
+
+    assert done.intents_expired == 1
+    assert [PaymentIntent.get_by_id(i.id).status for i in (old, recent)] == ["expired", "pending"]

@@ -137,3 +137,25 @@ def test_a_poll_job_for_an_intent_no_longer_pending_asks_nothing(database):
     assert run_next() == job_id
     assert Job.get_by_id(job_id).state == "completed"
     assert PaymentIntent.get_by_id(settled.id).last_polled_at is None
+
+
+def test_a_payment_completed_after_its_order_expired_with_every_webhook_lost_is_settled_by_the_poll(shop):
+    """SPEC 13.7: nothing paid is lost. The order expired while the payer was on YooKassa's page; they
+    paid anyway and every notification was lost: the intent stayed pending, so the pass still asks."""
+    from commerce.passes import commerce_maintenance
+
+    order_id, intent = bought(shop, "yookassa")
+    Order.update(expires_at=utcnow() - MINUTE).where(Order.id == order_id).execute()
+    commerce_maintenance.maintain()
+    assert Order.get_by_id(order_id).status == "expired"
+    assert PaymentIntent.get_by_id(intent.id).status == "pending"
+
+    shop.yookassa.set_faults(webhook_lost_rate=1.0)
+    shop.yookassa.complete(intent.provider_payment_id)
+    waiting(intent, 3)
+    run_pass()
+    run_all()
+
+    order = Order.get_by_id(order_id)
+    assert (order.status, order.settled_by) == ("fulfilled", "provider_poll")
+    assert LedgerTransaction.select().count() == 1
