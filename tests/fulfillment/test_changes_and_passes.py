@@ -19,6 +19,9 @@ from tests.fulfillment.test_worker import enqueue, job_of, op, run_operation, su
 from tests.support import commerce
 from tests.support.direct import run_next
 
+# Every test that settles or refunds an order leaves a balanced ledger and no wallet below zero.
+pytestmark = pytest.mark.usefixtures("ledger_invariant")
+
 
 @pytest.fixture
 def provisioned(panel):

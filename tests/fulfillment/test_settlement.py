@@ -18,6 +18,9 @@ from models.jobs import Job
 from models.ops import OperatorNotice, OutboxEvent
 from tests.support import commerce
 
+# Every test that settles or refunds an order leaves a balanced ledger and no wallet below zero.
+pytestmark = pytest.mark.usefixtures("ledger_invariant")
+
 
 def counts():
     return {

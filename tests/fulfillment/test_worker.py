@@ -21,6 +21,9 @@ from ops import maintenance
 from tests.support import commerce
 from tests.support.direct import make_due, run_next
 
+# Every test that settles or refunds an order leaves a balanced ledger and no wallet below zero.
+pytestmark = pytest.mark.usefixtures("ledger_invariant")
+
 
 def settle(plan=None, customer=None, operation="purchase", subscription=None):
     customer = customer or commerce.customer()

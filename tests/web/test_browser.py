@@ -124,7 +124,9 @@ def test_with_app_cookie_secure_false_sign_in_works_over_plain_http_from_another
         assert page.locator("nav[aria-label=System]").is_visible()
 
 
-def test_an_operator_finds_a_customer_follows_an_order_to_its_operation_and_refunds_part_of_it(web, browser):
+def test_an_operator_finds_a_customer_follows_an_order_to_its_operation_and_refunds_part_of_it(
+    web, browser, ledger_invariant
+):
     from models.commerce import Order
     from models.payments import Refund
     from tests.support import sales
