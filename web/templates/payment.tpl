@@ -1,5 +1,5 @@
 % rebase("layout", title="Payment " + str(intent.id), operator=operator, here="/panel/customers")
-<h1>Payment {{intent.id}} <span class="muted">· {{intent.provider}} · <span class="status-{{intent.status}}">{{intent.status}}</span></span></h1>
+<h1>Payment {{intent.id}} <span class="muted">· <span data-provider="{{intent.provider}}">{{words.provider_name(intent.provider)}}</span> · <span class="status-{{intent.status}}" id="payment-status" data-status="{{intent.status}}" title="{{intent.status}}">{{words.payment_status(intent.status)}}</span></span></h1>
 <p class="muted">
   order <a href="{{order_page(intent.order_id)}}">{{intent.order_id}}</a>
   · {{money(intent.amount_minor, intent.currency)}}
