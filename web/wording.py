@@ -68,6 +68,22 @@ REFUND_STATUSES = {
 }
 
 
+# A ledger transaction's kind (models/ledger.py TRANSACTION_KINDS), as the wallet and an order's ledger show it.
+LEDGER_KINDS = {
+    "topup": "wallet top-up",
+    "purchase": "purchase",
+    "renewal": "renewal",
+    "refund": "refund",
+    "expiration": "bonus expired",
+    "bonus": "bonus",
+    "proration_credit": "upgrade credit (the old period's unused part)",
+}
+
+
+def ledger_kind(kind):
+    return LEDGER_KINDS.get(kind, kind)
+
+
 def provider_name(provider):
     return PROVIDERS.get(provider, provider or "")
 

@@ -137,6 +137,8 @@ def test_the_order_and_customer_pages_say_kind_status_and_how_it_was_paid_in_pla
     orders = orders[: orders.index("</table>")]
     assert '<td data-kind="topup" title="topup">wallet top-up</td>' in orders
     assert ">topup<" not in orders and ">yookassa<" not in orders and ">YooKassa<" in orders
+    wallet = customer_page[customer_page.index('<table id="wallet">') :]
+    assert '<td data-kind="topup" title="topup">wallet top-up</td>' in wallet[: wallet.index("</table>")]
     from commerce.refunds import refund_order
 
     refund_order(shop_world["order"].id, 100)
@@ -165,6 +167,18 @@ def test_a_cryptobot_orders_refund_form_defaults_to_the_wallet_and_names_the_man
     assert ">manual: an operator pays it back at CryptoBot by hand<" in table
     assert 'data-destination="manual" data-provider="cryptobot"' in table and ">to be paid back by hand<" in table
     assert "manual (cryptobot)" not in table.replace('title="manual (cryptobot)"', "")
+
+
+def test_a_refunds_last_error_is_explained_in_plain_words(web, shop_world):
+    from commerce.refunds import refund_order
+    from models.payments import Refund
+
+    refund_order(shop_world["order"].id, 100)
+    Refund.update(status="failed", last_error_code="refund_canceled").execute()
+    shown = page(web, f"/panel/orders/{shop_world['order'].id}", api.session_of(web)).text
+    table = shown[shown.index('<table id="refunds">') :]
+    assert '<span class="code">refund_canceled</span>' in table
+    assert CATALOGUE["refund_canceled"].meaning in table and "What to do:" in table
 
 
 def test_a_top_ups_refund_form_says_the_money_leaves_the_wallet_and_offers_no_wallet(web, shop_world):

@@ -119,7 +119,7 @@
   % for item in sections["wallet"]:
   <tr>
     <td class="muted">{{iso(item.created_at)}}</td>
-    <td>{{item.kind}}</td>
+    <td data-kind="{{item.kind}}" title="{{item.kind}}">{{words.ledger_kind(item.kind)}}</td>
     <td>{{money(item.amount_minor, item.currency)}}</td>
     <td>
       % if item.order_id:

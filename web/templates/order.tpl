@@ -59,7 +59,7 @@
     <td data-destination="{{refund.destination}}" data-provider="{{refund.provider or ''}}" title="{{refund.destination}}{{" (" + refund.provider + ")" if refund.provider else ""}}">{{words.destination(refund)}}</td>
     <td class="status-{{refund.status}}" data-status="{{refund.status}}" title="{{refund.status}}">{{words.refund_status(refund.status)}}</td>
     <td class="code">{{refund.provider_refund_id or "–"}}</td>
-    <td class="code">{{refund.last_error_code or "–"}}</td>
+    <td>{{!explained(refund.last_error_code) or "–"}}</td>
     <td class="muted">{{iso(refund.created_at)}}</td>
     <td class="muted">{{iso(refund.completed_at) or "–"}}</td>
   </tr>
@@ -76,7 +76,7 @@
   % for transaction, entries in transactions:
   <tr>
     <td>{{transaction.id}}{{" (reverses " + str(transaction.reverses_id) + ")" if transaction.reverses_id else ""}}</td>
-    <td>{{transaction.kind}}</td>
+    <td data-kind="{{transaction.kind}}" title="{{transaction.kind}}">{{words.ledger_kind(transaction.kind)}}</td>
     <td>
       % for entry in entries:
       <span class="code">{{entry.account.name}}</span> {{money(entry.amount_minor, entry.currency)}}<br>
