@@ -175,7 +175,8 @@ def refund_effect(order, provider):
         full = "The add-on's extra traffic and devices stay until the period ends: nothing is revoked."
     elif order.operation == "upgrade":
         full = (
-            "In full, the access is revoked and the credit the upgrade gave for the old period leaves the wallet again."
+            "In full, the access is revoked and the credit the upgrade gave for the old period leaves the wallet"
+            " again (refused if the wallet has spent it)."
         )
     else:
         full = "In full, the access is revoked."

@@ -169,6 +169,19 @@ def test_a_cryptobot_orders_refund_form_defaults_to_the_wallet_and_names_the_man
     assert "manual (cryptobot)" not in table.replace('title="manual (cryptobot)"', "")
 
 
+def test_a_stars_orders_refund_form_says_telegram_refunds_it_whole(web, shop_world):
+    from tests.support import sales
+
+    stars, _, _ = sales.paid_order(shop_world["customer"], shop_world["plan"], currency="XTR", provider="stars")
+    form = refund_form_of(page(web, f"/panel/orders/{stars.id}", api.session_of(web)).text)
+    assert options_of(form) == [
+        ("", "back at Telegram Stars, through its refund API"),
+        ("wallet", "to the customer&#039;s wallet instead"),
+    ]
+    assert "Telegram refunds a Stars payment whole: a part can go to the customer&#039;s wallet only." in form
+    assert "In full, the access is revoked." in form
+
+
 def test_a_refunds_last_error_is_explained_in_plain_words(web, shop_world):
     from commerce.refunds import refund_order
     from models.payments import Refund
