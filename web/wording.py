@@ -9,6 +9,7 @@ stored, so a new one is never hidden. What each word promises is what
 commerce/refunds.py and commerce/settlement.py do.
 """
 
+from commerce import payments, provider_refund, webhooks
 from commerce.refunds import MANUAL, REFUND_APIS, TO_PROVIDER, TO_WALLET
 from commerce.settlement import FREE_PATHS, PROVIDER_PATHS, WALLET_PATHS
 
@@ -66,6 +67,30 @@ REFUND_STATUSES = {
     "failed": "failed",
     "manual": "to be paid back by hand",
 }
+
+
+# What a webhook delivery did (commerce/webhooks.py, commerce/payments.py). Its refusals (bad_signature,
+# malformed_webhook, provider_unavailable) are error codes: web/explanations.py explains those.
+WEBHOOK_OUTCOMES = {
+    payments.SETTLED: "settled the order",
+    payments.REPLAYED: "a repeat of a delivery already applied: nothing changed",
+    payments.PENDING: "the payment is still pending",
+    payments.CANCELED: "the payment was canceled at the provider",
+    payments.AMOUNT_MISMATCH: "another amount or currency than the order's: not settled, the operators were told",
+    payments.UNKNOWN_ORDER: "no such order: nothing settled, the operators were told",
+    payments.UNAPPLIED: "paid, but the order could not take it (paid already or refunded): refund it at the provider",
+    webhooks.IGNORED: "about nothing this shop follows: ignored",
+    webhooks.UNCONFIRMED: "the provider's API knows no such payment: not one of ours, ignored",
+    provider_refund.NOTIFIED_RECORDED: "finished a refund",
+    provider_refund.NOTIFIED_PROCESSING: "a refund the provider is still working on",
+    provider_refund.NOTIFIED_ALREADY_RECORDED: "about a refund already finished: nothing changed",
+    provider_refund.NOTIFIED_UNMATCHED: "about a refund not made here (at the provider's dashboard, say)",
+}
+
+
+def webhook_outcome(outcome):
+    """A delivery's outcome in words, or None for an error code (shown explained) or an unknown one."""
+    return WEBHOOK_OUTCOMES.get(outcome)
 
 
 # A ledger transaction's kind (models/ledger.py TRANSACTION_KINDS), as the wallet and an order's ledger show it.

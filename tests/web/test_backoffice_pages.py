@@ -7,6 +7,7 @@ import datetime
 import re
 
 import pytest
+from bottle import html_escape
 
 from models.commerce import Customer
 from models.fulfillment import FulfillmentOperation
@@ -180,6 +181,27 @@ def test_a_stars_orders_refund_form_says_telegram_refunds_it_whole(web, shop_wor
     ]
     assert "Telegram refunds a Stars payment whole: a part can go to the customer&#039;s wallet only." in form
     assert "In full, the access is revoked." in form
+
+
+def test_the_payment_page_says_what_each_webhook_delivery_did_in_words(web, shop_world):
+    from models.base import utcnow
+    from models.payments import ProviderWebhookEvent
+
+    intent = shop_world["intent"]
+    for event_id, outcome, signed in (
+        ("evt-1", "settled", True),
+        ("evt-2", "replayed", True),
+        ("evt-3", "bad_signature", False),
+    ):
+        ProviderWebhookEvent.create(
+            provider="yookassa", provider_event_id=event_id, signature_ok=signed, outcome=outcome,
+            payment_intent=intent.id, retain_until=utcnow(), body=b"{}",
+        )  # fmt: skip
+    shown = page(web, f"/panel/payments/{intent.id}", api.session_of(web)).text
+    assert '<td data-outcome="settled" title="settled">settled the order</td>' in shown
+    assert ">a repeat of a delivery already applied: nothing changed<" in shown
+    assert html_escape(CATALOGUE["bad_signature"].meaning) in shown  # an error code keeps its explanation
+    assert 'data-provider="yookassa">YooKassa<' in shown and 'data-status="succeeded" title="succeeded">paid<' in shown
 
 
 def test_a_refunds_last_error_is_explained_in_plain_words(web, shop_world):

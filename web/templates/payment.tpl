@@ -19,7 +19,11 @@
     <td class="muted">{{iso(event.received_at)}}</td>
     <td class="{{'status-succeeded' if event.signature_ok else 'status-failed'}}">{{"valid" if event.signature_ok else "bad"}}</td>
     <td class="muted">{{iso(event.processed_at) or "–"}}</td>
+    % if words.webhook_outcome(event.outcome):
+    <td data-outcome="{{event.outcome}}" title="{{event.outcome}}">{{words.webhook_outcome(event.outcome)}}</td>
+    % else:
     <td>{{!explained(event.outcome, known_only=True)}}</td>
+    % end
   </tr>
   % end
 </table>
