@@ -20,7 +20,7 @@ from commerce.refunds import REFUNDABLE_STATES, refunds_of
 from integrations.payments.amounts import AmountError, exponent, to_decimal_text
 from models.support import SupportTicket
 from ops import operators
-from web import backoffice, references
+from web import backoffice, references, wording
 from web.pages import page, render
 from web.problems import Problem
 
@@ -71,12 +71,22 @@ def show(name, operator, **values):
         subscription_action=references.subscription_action,
         campaign_page=references.campaign_page,
         ticket_page=references.ticket_page,
+        words=wording,
         **values,
     )
 
 
 def _can(operator, permission):
     return permission in operator.permission_set
+
+
+def _paid_with(order, intents):
+    """(provider, whether its payment can be refunded through its API) as commerce/refunds.py picks them:
+    the first succeeded payment's provider, and whether that payment has the provider's id."""
+    for intent in intents:
+        if intent.status == "succeeded":
+            return intent.provider, intent.provider_payment_id is not None
+    return ("stars" if order.settled_by == "stars" else order.provider), False
 
 
 def build():
@@ -165,6 +175,7 @@ def build():
     def order(operator, order_id):
         found = backoffice.order_or_404(order_id)
         intents, transactions, operations = backoffice.order_detail(found)
+        choices, effect = wording.refund_form(found, *_paid_with(found, intents))
         return show(
             "order",
             operator,
@@ -176,6 +187,8 @@ def build():
             left=found.amount_minor - found.refunded_amount_minor,
             places=places(found.currency),
             can_refund=_can(operator, operators.PAYMENTS_WRITE) and found.status in REFUNDABLE_STATES,
+            refund_choices=choices,
+            refund_effect=effect,
         )
 
     @app.get("/panel/payments/<payment_id>")

@@ -7,6 +7,7 @@ import datetime
 import re
 
 import pytest
+from bottle import html_escape
 
 from models.commerce import Customer
 from models.fulfillment import FulfillmentOperation
@@ -103,8 +104,169 @@ def test_the_order_page_lists_its_refunds_with_where_they_went_and_their_state(w
     table = shown[shown.index('<table id="refunds">') :]
     table = table[: table.index("</table>")]
     assert table.count("<tr>") == 3  # the header and the two refunds
-    assert "wallet (yookassa)" in table and "provider (yookassa)" in table
+    # Plain words, the stored values kept in data- attributes for scripts.
+    assert "to the customer&#039;s wallet (paid at YooKassa)" in table
+    assert "back at YooKassa, through its refund API" in table
+    assert 'data-destination="wallet" data-provider="yookassa"' in table
+    assert 'data-destination="provider" data-provider="yookassa"' in table
     assert "status-succeeded" in table and "status-pending" in table
+    assert ">done<" in table and ">waiting for the provider<" in table
+    assert "(yookassa)<" not in table
+    head = shown[: shown.index("<h2>")]
+    assert 'data-status="partially_refunded"' in head and ">partially refunded<" in head
+
+
+def refund_form_of(text):
+    form = text[text.index('<form class="inline operator-change panel-box" id="refund"') :]
+    return form[: form.index("</form>")]
+
+
+def options_of(form):
+    return re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', form)
+
+
+def test_the_order_and_customer_pages_say_kind_status_and_how_it_was_paid_in_plain_words(web, shop_world):
+    headers = api.session_of(web)
+    order_page = page(web, f"/panel/orders/{shop_world['order'].id}", headers).text
+    assert "settled by" not in order_page and "provider_webhook<" not in order_page
+    assert ">paid by provider webhook (YooKassa)<" in order_page and 'data-settled-by="provider_webhook"' in order_page
+    assert 'data-kind="purchase"' in order_page and 'data-status="fulfilled"' in order_page
+    topup_page = page(web, f"/panel/orders/{shop_world['topup'].id}", headers).text
+    assert '<span id="order-kind" data-kind="topup" title="topup">wallet top-up</span>' in topup_page
+    customer_page = page(web, f"/panel/customers/{shop_world['customer'].id}", headers).text
+    orders = customer_page[customer_page.index('<table id="orders">') :]
+    orders = orders[: orders.index("</table>")]
+    assert '<td data-kind="topup" title="topup">wallet top-up</td>' in orders
+    assert ">topup<" not in orders and ">yookassa<" not in orders and ">YooKassa<" in orders
+    wallet = customer_page[customer_page.index('<table id="wallet">') :]
+    assert '<td data-kind="topup" title="topup">wallet top-up</td>' in wallet[: wallet.index("</table>")]
+    from commerce.refunds import refund_order
+
+    refund_order(shop_world["order"].id, 100)
+    orders = page(web, f"/panel/customers/{shop_world['customer'].id}", headers).text
+    assert 'data-status="partially_refunded" title="partially_refunded">partially refunded<' in orders
+    assert ">partially_refunded<" not in orders
+
+
+def test_a_cryptobot_orders_refund_form_defaults_to_the_wallet_and_names_the_manual_refund(web, shop_world):
+    from commerce.refunds import refund_order
+
+    waiting, headers = shop_world["waiting"], api.session_of(web)
+    form = refund_form_of(page(web, f"/panel/orders/{waiting.id}", headers).text)
+    assert options_of(form) == [
+        ("", "to the customer&#039;s wallet (CryptoBot has no refund API)"),
+        ("provider", "manual: an operator pays it back at CryptoBot by hand"),
+    ]
+    assert "In full, the access is revoked." in form
+    # The choice does what its label says: `provider` is recorded as a manual refund.
+    refund_order(waiting.id, 100)
+    refund_order(waiting.id, 100, to="provider")
+    shown = page(web, f"/panel/orders/{waiting.id}", headers).text
+    table = shown[shown.index('<table id="refunds">') :]
+    table = table[: table.index("</table>")]
+    assert ">to the customer&#039;s wallet (paid at CryptoBot)<" in table
+    assert ">manual: an operator pays it back at CryptoBot by hand<" in table
+    assert 'data-destination="manual" data-provider="cryptobot"' in table and ">to be paid back by hand<" in table
+    assert "manual (cryptobot)" not in table.replace('title="manual (cryptobot)"', "")
+
+
+def test_a_stars_orders_refund_form_says_telegram_refunds_it_whole(web, shop_world):
+    from tests.support import sales
+
+    stars, _, _ = sales.paid_order(shop_world["customer"], shop_world["plan"], currency="XTR", provider="stars")
+    form = refund_form_of(page(web, f"/panel/orders/{stars.id}", api.session_of(web)).text)
+    assert options_of(form) == [
+        ("", "back at Telegram Stars, through its refund API"),
+        ("wallet", "to the customer&#039;s wallet instead"),
+    ]
+    assert "Telegram refunds a Stars payment whole: a part can go to the customer&#039;s wallet only." in form
+    assert "In full, the access is revoked." in form
+
+
+def test_the_payment_page_says_what_each_webhook_delivery_did_in_words(web, shop_world):
+    from models.base import utcnow
+    from models.payments import ProviderWebhookEvent
+
+    intent = shop_world["intent"]
+    for event_id, outcome, signed in (
+        ("evt-1", "settled", True),
+        ("evt-2", "replayed", True),
+        ("evt-3", "bad_signature", False),
+    ):
+        ProviderWebhookEvent.create(
+            provider="yookassa", provider_event_id=event_id, signature_ok=signed, outcome=outcome,
+            payment_intent=intent.id, retain_until=utcnow(), body=b"{}",
+        )  # fmt: skip
+    shown = page(web, f"/panel/payments/{intent.id}", api.session_of(web)).text
+    assert '<td data-outcome="settled" title="settled">settled the order</td>' in shown
+    assert ">a repeat of a delivery already applied: nothing changed<" in shown
+    assert html_escape(CATALOGUE["bad_signature"].meaning) in shown  # an error code keeps its explanation
+    assert 'data-provider="yookassa">YooKassa<' in shown and 'data-status="succeeded" title="succeeded">paid<' in shown
+
+
+def test_a_refunds_last_error_is_explained_in_plain_words(web, shop_world):
+    from commerce.refunds import refund_order
+    from models.payments import Refund
+
+    refund_order(shop_world["order"].id, 100)
+    Refund.update(status="failed", last_error_code="refund_canceled").execute()
+    shown = page(web, f"/panel/orders/{shop_world['order'].id}", api.session_of(web)).text
+    table = shown[shown.index('<table id="refunds">') :]
+    assert '<span class="code">refund_canceled</span>' in table
+    assert CATALOGUE["refund_canceled"].meaning in table and "What to do:" in table
+
+
+def test_a_top_ups_refund_form_says_the_money_leaves_the_wallet_and_offers_no_wallet(web, shop_world):
+    from models.payments import PaymentIntent
+    from tests.support import sales
+
+    topup, headers = shop_world["topup"], api.session_of(web)
+    PaymentIntent.create(
+        order=topup, provider="yookassa", provider_payment_id="yk-topup", amount_minor=topup.amount_minor,
+        currency="RUB", status="succeeded", idempotence_key="topup-intent",
+    )  # fmt: skip
+    form = refund_form_of(page(web, f"/panel/orders/{topup.id}", headers).text)
+    assert options_of(form) == [("", "back at YooKassa, through its refund API, from the wallet it filled")]
+    assert "access is revoked" not in form and "The money leaves the wallet this top-up filled" in form
+    crypto = sales.topped_up(shop_world["customer"], 1000, currency="USD", provider="cryptobot")
+    form = refund_form_of(page(web, f"/panel/orders/{crypto.id}", headers).text)
+    assert options_of(form) == [
+        (
+            "",
+            "manual: an operator pays it back at CryptoBot by hand (CryptoBot has no refund API),"
+            " from the wallet it filled",
+        )
+    ]
+    # What the labels say is what happens: the CryptoBot top-up is recorded as manual.
+    from commerce.refunds import refund_order
+
+    refund_order(crypto.id)
+    refunds = page(web, f"/panel/orders/{crypto.id}", headers).text
+    assert ">manual: an operator pays it back at CryptoBot by hand<" in refunds
+
+
+def test_a_bought_gift_cards_and_an_addons_refund_forms_say_what_a_full_refund_does(web, shop_world, data_key):
+    from commerce.orders import create_order
+    from commerce.settlement import settle_order
+    from tests.support.shop import addon
+
+    buyer, headers = shop_world["customer"], api.session_of(web)
+    gift = create_order(buyer.id, "gift", "RUB", plan_id=shop_world["plan"].id)
+    settle_order(gift.id, "wallet")
+    shown = page(web, f"/panel/orders/{gift.id}", headers).text
+    form = refund_form_of(shown)
+    assert "access is revoked" not in form and "the gift card expires if it has not been redeemed yet" in form
+    assert options_of(form) == [("", "back to the customer&#039;s wallet (it was paid from there)")]
+    assert ">gift card<" in shown and ">paid from the customer&#039;s wallet<" in shown
+    extra = create_order(
+        buyer.id, "addon", "RUB", addon_id=addon().id, subscription_id=shop_world["subscription"].id,
+        provider="yookassa",
+    )  # fmt: skip
+    settle_order(extra.id, "provider_webhook")
+    shown = page(web, f"/panel/orders/{extra.id}", headers).text
+    form = refund_form_of(shown)
+    assert "access is revoked" not in form and "extra traffic and devices stay until the period ends" in form
+    assert ">add-on<" in shown
 
 
 def test_refund_and_pause_are_offered_only_to_operators_who_may_use_them(web, shop_world):

@@ -63,11 +63,11 @@
   % for order in sections["orders"]:
   <tr data-order="{{order.id}}">
     <td><a href="{{order_page(order.id)}}">{{order.id}}</a></td>
-    <td>{{order.operation}}</td>
-    <td class="status-{{order.status}}">{{order.status}}</td>
+    <td data-kind="{{order.operation}}" title="{{order.operation}}">{{words.order_kind(order.operation)}}</td>
+    <td class="status-{{order.status}}" data-status="{{order.status}}" title="{{order.status}}">{{words.order_status(order.status)}}</td>
     <td>{{money(order.amount_minor, order.currency)}}</td>
     <td>{{money(order.refunded_amount_minor, order.currency) if order.refunded_amount_minor else ""}}</td>
-    <td>{{order.provider or order.settled_by or ""}}</td>
+    <td data-settled-by="{{order.settled_by or ''}}" data-provider="{{order.provider or ''}}">{{words.provider_name(order.provider) or words.settled(order)}}</td>
     <td class="muted">{{iso(order.created_at)}}</td>
     <td>
       % for operation_id in sections["order_operations"][order.id]:
@@ -92,8 +92,8 @@
   <tr data-payment="{{intent.id}}">
     <td><a href="{{payment_page(intent.id)}}">{{intent.id}}</a></td>
     <td><a href="{{order_page(intent.order_id)}}">{{intent.order_id}}</a></td>
-    <td>{{intent.provider}}</td>
-    <td class="status-{{intent.status}}">{{intent.status}}</td>
+    <td data-provider="{{intent.provider}}">{{words.provider_name(intent.provider)}}</td>
+    <td class="status-{{intent.status}}" data-status="{{intent.status}}" title="{{intent.status}}">{{words.payment_status(intent.status)}}</td>
     <td>{{money(intent.amount_minor, intent.currency)}}</td>
     <td class="muted">{{iso(intent.created_at)}}</td>
   </tr>
@@ -119,7 +119,7 @@
   % for item in sections["wallet"]:
   <tr>
     <td class="muted">{{iso(item.created_at)}}</td>
-    <td>{{item.kind}}</td>
+    <td data-kind="{{item.kind}}" title="{{item.kind}}">{{words.ledger_kind(item.kind)}}</td>
     <td>{{money(item.amount_minor, item.currency)}}</td>
     <td>
       % if item.order_id:

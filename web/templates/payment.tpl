@@ -1,5 +1,5 @@
 % rebase("layout", title="Payment " + str(intent.id), operator=operator, here="/panel/customers")
-<h1>Payment {{intent.id}} <span class="muted">· {{intent.provider}} · <span class="status-{{intent.status}}">{{intent.status}}</span></span></h1>
+<h1>Payment {{intent.id}} <span class="muted">· <span data-provider="{{intent.provider}}">{{words.provider_name(intent.provider)}}</span> · <span class="status-{{intent.status}}" id="payment-status" data-status="{{intent.status}}" title="{{intent.status}}">{{words.payment_status(intent.status)}}</span></span></h1>
 <p class="muted">
   order <a href="{{order_page(intent.order_id)}}">{{intent.order_id}}</a>
   · {{money(intent.amount_minor, intent.currency)}}
@@ -19,7 +19,11 @@
     <td class="muted">{{iso(event.received_at)}}</td>
     <td class="{{'status-succeeded' if event.signature_ok else 'status-failed'}}">{{"valid" if event.signature_ok else "bad"}}</td>
     <td class="muted">{{iso(event.processed_at) or "–"}}</td>
+    % if words.webhook_outcome(event.outcome):
+    <td data-outcome="{{event.outcome}}" title="{{event.outcome}}">{{words.webhook_outcome(event.outcome)}}</td>
+    % else:
     <td>{{!explained(event.outcome, known_only=True)}}</td>
+    % end
   </tr>
   % end
 </table>
