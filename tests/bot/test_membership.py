@@ -18,6 +18,8 @@ from tests.support.botruns import InProcessBot, row_counts
 from tests.support.shop import rub_plan
 
 ANN = {"id": 611, "first_name": "Ann", "language_code": "en"}
+BOB = {"id": 612, "first_name": "Bob", "language_code": "en"}
+EVE = {"id": 613, "first_name": "Eve", "language_code": "en"}
 CHANNEL = "@omniflow_news"
 
 
@@ -184,3 +186,51 @@ def test_without_a_required_channel_nothing_is_checked(database, telebot, fake_t
     bot = bot_with(telebot, fake_telegram, "")
     assert press_buy(bot, fake_telegram) == [APPLIED]
     assert checks(fake_telegram) == 0
+
+
+def asked(calls):
+    """Whether a transaction was open at each getChatMember this process made."""
+    return [in_transaction for method, in_transaction in calls if method == "getChatMember"]
+
+
+def test_getchatmember_is_asked_before_the_update_transaction_opens_never_inside_it(
+    database, telebot, fake_telegram, bot_services, plan, bot_api_calls
+):
+    bot = bot_with(telebot, fake_telegram, CHANNEL)
+    fake_telegram.set_member(CHANNEL, ANN["id"], "member")
+    assert press_buy(bot, fake_telegram) == [APPLIED]
+    assert asked(bot_api_calls) == [False]
+    assert BotChannelMember.get(BotChannelMember.customer == ann_customer().id).member is True
+
+    # A new customer's /start and two presses in one batch: asked once, before the batch's transaction.
+    fake_telegram.set_member(CHANNEL, BOB["id"], "member")
+    fake_telegram.send_message(BOB, "/start")
+    fake_telegram.press(BOB, keyboards.data(keyboards.BUY), message_id=1)
+    fake_telegram.press(BOB, keyboards.data(keyboards.BUY), message_id=1)
+    # Someone who never sent /start is refused unread: not asked.
+    fake_telegram.press(EVE, keyboards.data(keyboards.BUY))
+    assert bot.drain() == [APPLIED, APPLIED, APPLIED, REFUSED]
+    assert asked(bot_api_calls) == [False, False]
+    assert checks(fake_telegram) == 2
+    bob = Customer.get(Customer.telegram_id == BOB["id"])
+    assert BotChannelMember.get(BotChannelMember.customer == bob.id).member is True
+    assert not any(in_transaction for _, in_transaction in bot_api_calls)  # the answers too, after the commit
+
+
+def test_a_top_up_asks_getchatmember_before_the_transaction_and_a_non_member_is_refused(
+    database, telebot, fake_telegram, bot_services, plan, bot_api_calls
+):
+    bot = bot_with(telebot, fake_telegram, CHANNEL)
+    before = row_counts()
+    fake_telegram.press(ANN, keyboards.data(keyboards.TOPUP, "yookassa:RUB:50000"))
+    assert bot.drain() == [REFUSED]
+    assert fake_telegram.bot_messages(ANN["id"])[-1]["text"].startswith("Purchases are open to members")
+    assert row_counts() == before
+    fake_telegram.set_member(CHANNEL, ANN["id"], "member")
+    fake_telegram.press(ANN, keyboards.data(keyboards.TOPUP, "yookassa:RUB:50000"))
+    assert bot.drain() == [APPLIED]
+    assert asked(bot_api_calls) == [False, False]
+    # The member's answer is stored with the top-up: the next press within 10 minutes asks nothing.
+    assert BotChannelMember.get(BotChannelMember.customer == ann_customer().id).member is True
+    press_buy(bot, fake_telegram)
+    assert checks(fake_telegram) == 2
