@@ -5,16 +5,19 @@ nothing is checked. Against the fake Bot API over HTTP, on both databases."""
 import dataclasses
 import datetime
 import threading
+import time
 
 import pytest
 
 from bot import keyboards, membership
+from bot.lease import LEASE_NAME
 from bot.updates import APPLIED, REFUSED
 from config.settings import load_settings
-from models.base import utcnow
+from models.base import db, utcnow
 from models.bot import BotChannelMember
 from models.commerce import Customer
 from tests.support.botruns import InProcessBot, row_counts
+from tests.support.processes import wait_for
 from tests.support.shop import rub_plan
 
 ANN = {"id": 611, "first_name": "Ann", "language_code": "en"}
@@ -234,3 +237,32 @@ def test_a_top_up_asks_getchatmember_before_the_transaction_and_a_non_member_is_
     assert BotChannelMember.get(BotChannelMember.customer == ann_customer().id).member is True
     press_buy(bot, fake_telegram)
     assert checks(fake_telegram) == 2
+
+
+def test_while_getchatmember_is_in_flight_another_writer_is_not_held_back(
+    database, telebot, fake_telegram, bot_services, plan
+):
+    """The lease row is what the batch's transaction locks (FOR SHARE on PostgreSQL; SQLite's one write
+    lock covers every table): a write to it during a slow getChatMember commits at once."""
+    bot = bot_with(telebot, fake_telegram, CHANNEL)
+    fake_telegram.set_member(CHANNEL, ANN["id"], "member")
+    fake_telegram.set_fault("getChatMember", "slow", count=1, delay=2.0)
+    waited = []
+
+    def write_while_asked():
+        wait_for(lambda: checks(fake_telegram) == 1, timeout=10, interval=0.01, message="getChatMember in flight")
+        started = time.monotonic()
+        with db.atomic():
+            mark = db.obj.param
+            db.execute_sql(f"UPDATE job_leader SET expires_at = expires_at WHERE name = {mark}", [LEASE_NAME])
+        waited.append(time.monotonic() - started)
+        db.close()
+
+    writer = threading.Thread(target=write_while_asked)
+    writer.start()
+    began = time.monotonic()
+    assert press_buy(bot, fake_telegram) == [APPLIED]
+    took = time.monotonic() - began
+    writer.join(15)
+    assert took >= 2.0  # the call was slow indeed
+    assert waited and waited[0] < 1.0  # and the write did not wait for it
