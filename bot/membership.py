@@ -74,9 +74,10 @@ class ChannelMembership:
         """Before the batch's transaction: getChatMember for each update `needs_check(update)` whose
         user has no fresh stored answer, kept as `context.prepared[PREPARED]` for allowed().
 
-        Only users who are customers are asked, or who sent an earlier update of the batch (a
-        /start before the press): a press from anyone else is refused unread (bot/handlers/menu.py)
-        and costs no call. A user asked once is not asked again in the same batch."""
+        Only users who are customers (not blocked) are asked, or who sent an earlier update of the
+        batch (a /start before the press): a press from anyone else is refused unread
+        (bot/handlers/menu.py, bot/updates.py) and costs no call. A user asked once is not asked
+        again in the same batch."""
         if not self.channel:
             return
         wanted = [context.user.id for update, context in pairs if context.user is not None and needs_check(update)]
@@ -142,13 +143,14 @@ class ChannelMembership:
 
 
 def _stored_states(telegram_ids):
-    """{telegram id: (channel, member, checked_at)} of these users who are customers; (None, False, None)
-    for a customer with no stored state. One autocommit read."""
+    """{telegram id: (channel, member, checked_at)} of these users who are customers, not blocked (a
+    blocked customer's press is refused unread); (None, False, None) for one with no stored state.
+    One autocommit read."""
     rows = (
         Customer.select(Customer.telegram_id, BotChannelMember.channel, BotChannelMember.member,
                         BotChannelMember.checked_at)
         .join(BotChannelMember, JOIN.LEFT_OUTER, on=(BotChannelMember.customer == Customer.id))
-        .where(Customer.telegram_id.in_(telegram_ids))
+        .where(Customer.telegram_id.in_(telegram_ids), Customer.blocked == False)  # noqa: E712 - peewee's SQL
         .tuples()
     )  # fmt: skip
     return {telegram_id: (channel, bool(member), checked_at) for telegram_id, channel, member, checked_at in rows}

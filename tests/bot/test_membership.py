@@ -219,6 +219,13 @@ def test_getchatmember_is_asked_before_the_update_transaction_opens_never_inside
     assert BotChannelMember.get(BotChannelMember.customer == bob.id).member is True
     assert not any(in_transaction for _, in_transaction in bot_api_calls)  # the answers too, after the commit
 
+    # A blocked customer's press is refused unread: not asked either, whatever their stored state.
+    Customer.update(blocked=True).where(Customer.id == bob.id).execute()
+    age([bob.id], membership.RECHECK_S + 1)
+    fake_telegram.press(BOB, keyboards.data(keyboards.BUY), message_id=1)
+    assert bot.drain() == [REFUSED]
+    assert checks(fake_telegram) == 2
+
 
 def test_a_top_up_asks_getchatmember_before_the_transaction_and_a_non_member_is_refused(
     database, telebot, fake_telegram, bot_services, plan, bot_api_calls

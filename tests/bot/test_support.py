@@ -11,7 +11,7 @@ import requests
 
 from bot import keyboards
 from bot.support_push import SupportReplyPush
-from bot.updates import APPLIED, REFUSED
+from bot.updates import APPLIED, FAILED, REFUSED
 from config.settings import load_settings
 from models.commerce import Customer
 from models.ops import AuditEvent
@@ -254,3 +254,18 @@ def test_a_photo_is_fetched_before_the_update_transaction_opens_and_only_when_it
     assert bot.drain() == [APPLIED]
     assert fetches(bot_api_calls) == [("getFile", False), ("downloadFile", False)] * 2
     assert not any(in_transaction for _, in_transaction in bot_api_calls)
+
+
+def test_a_photo_telegram_cannot_hand_over_fails_the_update_and_writes_nothing(bot, fake_telegram, attachment_dir):
+    started(bot, fake_telegram)
+    fake_telegram.send_message(ANN, "/support")
+    bot.drain()
+    before = row_counts()
+    fake_telegram.set_fault("getFile", "5xx", count=1)
+    fake_telegram.send_photo(ANN, PHOTO)
+    assert bot.drain() == [FAILED]
+    assert last_text(fake_telegram) == "Something went wrong on our side. Please try again in a minute."
+    assert row_counts() == before
+    fake_telegram.send_photo(ANN, PHOTO)  # still waiting: the same photo again goes through
+    assert bot.drain() == [APPLIED]
+    assert SupportAttachment.select().count() == 1
