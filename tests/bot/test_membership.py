@@ -273,3 +273,27 @@ def test_while_getchatmember_is_in_flight_another_writer_is_not_held_back(
     writer.join(15)
     assert took >= 2.0  # the call was slow indeed
     assert waited and waited[0] < 1.0  # and the write did not wait for it
+
+
+def test_in_a_transaction_without_a_prepared_answer_nothing_is_asked(database, telebot, fake_telegram):
+    """The stored state aged (or the loop changed it) between the batch's preparation and its transaction:
+    the stored answer stands, a customer with none is let through as when Telegram cannot answer."""
+    checker = membership.ChannelMembership(telebot, CHANNEL)
+    fake_telegram.set_member(CHANNEL, 700, "member")
+    stale, gone, unknown = (Customer.create(telegram_id=700 + index, display_name=f"c{index}") for index in range(3))
+    long_ago = utcnow() - datetime.timedelta(seconds=membership.RECHECK_S + 5)
+    BotChannelMember.create(customer=stale.id, channel=CHANNEL, member=True, checked_at=long_ago)
+    BotChannelMember.create(customer=gone.id, channel=CHANNEL, member=False, checked_at=long_ago, left_at=long_ago)
+    with db.atomic():
+        assert checker.allowed(700, stale) is True
+        assert checker.allowed(701, gone) is False
+        assert checker.allowed(702, unknown) is True
+    assert checks(fake_telegram) == 0
+    # A prepared answer is used, and a member's stored, in the transaction.
+    with db.atomic():
+        assert checker.allowed(702, unknown, (CHANNEL, 702, True)) is True
+        assert checker.allowed(701, gone, (CHANNEL, 999, True)) is False  # another user's answer is not theirs
+    assert BotChannelMember.get(BotChannelMember.customer == unknown.id).member is True
+    # Outside any transaction (no lock to hold) it asks.
+    assert checker.allowed(700, stale) is True
+    assert checks(fake_telegram) == 1
