@@ -8,9 +8,8 @@ less than RECHECK_S (10 min, the spec's re-verification interval) ago may
 buy without a call. Otherwise `getChatMember` on the channel answers —
 asked by `prepare()` before the update's transaction opens (bot/updates.py),
 never inside it — and a member's state is stored in the update's
-transaction. A refusal is never
-stored as an answer to trust: who has just joined may buy at once, so a
-stored non-member is asked again.
+transaction. A refusal is never stored as an answer to trust: who has just
+joined may buy at once, so a stored non-member is asked again.
 
 `MembershipRecheck` is the bot's loop (SPEC 6: every 10 minutes, batch
 100): it re-verifies the stored members whose last check is older than the

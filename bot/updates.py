@@ -345,6 +345,7 @@ class UpdateApplier:
         self.prepare(updates, contexts)
         outcomes = self._apply_batch(updates, contexts)
         for context in contexts:
+            context.prepared = {}  # a photo's bytes are not kept while the answers wait to be sent
             if self.sender is not None:
                 self.sender.put(context.answers, context.user.id if context.user is not None else context.update_id)
             else:
@@ -365,7 +366,8 @@ class UpdateApplier:
             except (OperationalError, InterfaceError) as error:
                 raise DatabaseUnavailable(str(error)) from None
             except Exception:
-                # The handlers see nothing prepared and act as they do when the call failed.
+                # The handlers find nothing prepared and answer without the call (membership: the
+                # stored state, else let through as in an outage; a photo: a failure to send again).
                 logger.exception("updates could not be prepared", extra={"task": "prepare"})
 
     def _apply_batch(self, updates, contexts):

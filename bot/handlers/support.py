@@ -6,10 +6,10 @@ The waiting is the chat's `bot_sessions` state (bot/sessions.py,
 /cancel stops any waiting (a code's too). A photo is fetched (getFile,
 then the download) before the update's transaction opens (`prepare`, run
 by bot/updates.py), so no round trip holds it; only when Telegram's stated
-size is within the cap, and checked again once fetched; one over the cap, or any photo while no attachment
-directory is configured, is refused with a plain answer and nothing is
-written (bot/updates.py rolls the update back), so the customer can try
-again with a smaller one. A photo's caption is its message's text.
+size is within the cap, and checked again once fetched. One over the cap,
+or any photo while no attachment directory is configured, is refused with
+a plain answer and nothing is written (bot/updates.py rolls the update
+back), so the customer can try again with a smaller one. A photo's caption is its message's text.
 """
 
 from dataclasses import dataclass
