@@ -5,10 +5,11 @@ The buy flow asks `allowed(user id, customer)` before it shows plans or
 takes a payment. The answer is the customer's stored state
 (`bot_channel_members`, migration 0023) while it is fresh: a member checked
 less than RECHECK_S (10 min, the spec's re-verification interval) ago may
-buy without a call. Otherwise `getChatMember` on the channel answers, and a
-member's state is stored in the update's transaction. A refusal is never
-stored as an answer to trust: who has just joined may buy at once, so a
-stored non-member is asked again.
+buy without a call. Otherwise `getChatMember` on the channel answers —
+asked by `prepare()` before the update's transaction opens (bot/updates.py),
+never inside it — and a member's state is stored in the update's
+transaction. A refusal is never stored as an answer to trust: who has just
+joined may buy at once, so a stored non-member is asked again.
 
 `MembershipRecheck` is the bot's loop (SPEC 6: every 10 minutes, batch
 100): it re-verifies the stored members whose last check is older than the
@@ -45,6 +46,8 @@ RECHECK_S = 10 * 60
 RECHECK_BATCH = 100
 MEMBER_STATUSES = ("creator", "administrator", "member")
 MAX_RATE_LIMIT_WAIT_S = 60
+PREPARED = "membership"  # the key of a prepared getChatMember answer in an update's Context
+NOT_PREPARED = "not_prepared"
 
 
 def ask(bot, channel, user_id):
@@ -66,8 +69,41 @@ class ChannelMembership:
     def required(self):
         return bool(self.channel)
 
-    def allowed(self, user_id, customer=None):
-        """May this user buy? In the update's transaction: a member's fresh answer is stored with it."""
+    def prepare(self, pairs, needs_check):
+        """Before the batch's transaction: getChatMember for each update `needs_check(update)` whose
+        user has no fresh stored answer, kept as `context.prepared[PREPARED]` for allowed().
+
+        Only users who are customers (not blocked) are asked, or who sent an earlier update of the
+        batch (a /start before the press): a press from anyone else is refused unread
+        (bot/handlers/menu.py, bot/updates.py) and costs no call. A user asked once is not asked
+        again in the same batch."""
+        if not self.channel:
+            return
+        wanted = [context.user.id for update, context in pairs if context.user is not None and needs_check(update)]
+        if not wanted:
+            return
+        known = _stored_states(sorted(set(wanted)))
+        fresh_after = utcnow() - datetime.timedelta(seconds=self.recheck_s)
+        answers, seen = {}, set()
+        for update, context in pairs:
+            if context.user is None:
+                continue
+            user_id = context.user.id
+            if needs_check(update) and (user_id in known or user_id in seen):
+                stored = known.get(user_id)
+                fresh = stored is not None and stored[0] == self.channel and stored[1] and stored[2] > fresh_after
+                if not fresh:
+                    if user_id not in answers:
+                        answers[user_id] = self._ask_or_none(user_id)
+                    context.prepared[PREPARED] = (self.channel, user_id, answers[user_id])
+            seen.add(user_id)
+
+    def allowed(self, user_id, customer=None, prepared=None):
+        """May this user buy? In the update's transaction: a member's fresh answer is stored with it.
+
+        `prepared` is what prepare() asked Telegram before the transaction; in a transaction no
+        call is made. Without one there, the stored state was fresh when the batch was prepared
+        (it aged since, by milliseconds, or the re-check loop changed it): it answers."""
         if not self.channel:
             return True
         now = utcnow()
@@ -75,17 +111,48 @@ class ChannelMembership:
         fresh_after = now - datetime.timedelta(seconds=self.recheck_s)
         if stored is not None and stored.channel == self.channel and stored.member and stored.checked_at > fresh_after:
             return True
+        if prepared is not None and prepared[:2] == (self.channel, user_id):
+            is_member = prepared[2]
+        elif not db.in_transaction():
+            is_member = self._ask_or_none(user_id)  # no transaction to hold open
+        elif stored is not None and stored.channel == self.channel:
+            return stored.member
+        else:
+            logger.warning(
+                "channel membership was not prepared; the purchase goes on",
+                extra={"task": "channel_membership", "error": NOT_PREPARED},
+            )
+            return True
+        if is_member is None:
+            return True  # Telegram did not answer: a sale is not lost to an outage of the check
+        if is_member and customer is not None:
+            _store(customer.id, self.channel, True, now)
+        return is_member
+
+    def _ask_or_none(self, user_id):
+        """True or False from getChatMember; None (logged) when Telegram did not answer."""
         try:
-            is_member = ask(self.bot, self.channel, user_id)
+            return ask(self.bot, self.channel, user_id)
         except telegram.TelegramFailure as failure:
             logger.warning(
                 "channel membership could not be checked; the purchase goes on",
                 extra={"task": "channel_membership", "error": failure.code},
             )
-            return True
-        if is_member and customer is not None:
-            _store(customer.id, self.channel, True, now)
-        return is_member
+            return None
+
+
+def _stored_states(telegram_ids):
+    """{telegram id: (channel, member, checked_at)} of these users who are customers, not blocked (a
+    blocked customer's press is refused unread); (None, False, None) for one with no stored state.
+    One autocommit read."""
+    rows = (
+        Customer.select(Customer.telegram_id, BotChannelMember.channel, BotChannelMember.member,
+                        BotChannelMember.checked_at)
+        .join(BotChannelMember, JOIN.LEFT_OUTER, on=(BotChannelMember.customer == Customer.id))
+        .where(Customer.telegram_id.in_(telegram_ids), Customer.blocked == False)  # noqa: E712 - peewee's SQL
+        .tuples()
+    )  # fmt: skip
+    return {telegram_id: (channel, bool(member), checked_at) for telegram_id, channel, member, checked_at in rows}
 
 
 def _store(customer_id, channel, member, now):

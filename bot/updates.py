@@ -3,6 +3,13 @@
 `UpdateApplier.apply_all(updates)` applies the updates of one getUpdates
 answer (or a slice of it) in one transaction:
 
+0. before it opens, the preparers (registered by bot/handlers/) make the
+   Bot API calls the handlers will need — getChatMember for a purchase's
+   channel check (bot/membership.py), getFile and the download of a support
+   photo (bot/handlers/support.py) — and keep the answers on each update's
+   Context, so no HTTP round trip holds the transaction (SQLite's one write
+   lock; PostgreSQL's row locks and a pooled connection). They write
+   nothing; what they fetched is written, or not, with the update;
 1. one statement inserts every `update_id` into `bot_updates` unless it is
    there, and only if this process's lease row reads live (bot/lease.py: a
    process that lost the lease applies nothing). An update already recorded
@@ -93,6 +100,9 @@ class Context:
     customer: object = None
     language: str = texts.DEFAULT_LANGUAGE
     answers: list = field(default_factory=list)
+    # What the batch's preparers fetched before its transaction (bot/updates.py UpdateApplier.prepare),
+    # by what it is (a membership answer, a photo's bytes): the handler reads it instead of calling out.
+    prepared: dict = field(default_factory=dict)
 
     def send(self, chat_id, text, keyboard=None):
         self.answers.append(Answer("send", chat_id, text, keyboard))
@@ -314,6 +324,9 @@ class UpdateApplier:
         self.stop = stop
         self.current = None  # the Context of the update being applied; handlers read it
         self.sender = None  # an AnswerSender (the bot process); without one, answers are sent before apply returns
+        # preparer(pairs): given the batch's (update, context) pairs in order, makes the Bot API calls
+        # their handlers will need and keeps the answers in context.prepared — before the transaction.
+        self.preparers = []
         self._statements = None
 
     def apply(self, update):
@@ -329,6 +342,35 @@ class UpdateApplier:
         keep their effects. LeaseLost and DatabaseUnavailable leave the whole batch uncommitted: the
         caller keeps its offset, and the next getUpdates delivers the same updates again."""
         contexts = [self._context_of(update) for update in updates]
+        self.prepare(updates, contexts)
+        outcomes = self._apply_batch(updates, contexts)
+        for context in contexts:
+            context.prepared = {}  # a photo's bytes are not kept while the answers wait to be sent
+            if self.sender is not None:
+                self.sender.put(context.answers, context.user.id if context.user is not None else context.update_id)
+            else:
+                self.deliver(context.answers)
+        return outcomes
+
+    def prepare(self, updates, contexts):
+        """The HTTP calls the batch's handlers need (getChatMember, a support photo's getFile and
+        download), made before its transaction opens: a call held inside it would hold SQLite's one
+        write lock (every other writer waits) or, on PostgreSQL, the batch's row locks and a pooled
+        connection for a Bot API round trip. Preparers read the database (autocommit reads, no lock
+        kept) and write nothing: what they fetch is used, and written, by the handlers in the
+        transaction; an update whose effect is refused or rolled back wrote nothing either way."""
+        pairs = list(zip(updates, contexts, strict=True))
+        for preparer in self.preparers:
+            try:
+                preparer(pairs)
+            except (OperationalError, InterfaceError) as error:
+                raise DatabaseUnavailable(str(error)) from None
+            except Exception:
+                # The handlers find nothing prepared and answer without the call (membership: the
+                # stored state, else let through as in an outage; a photo: a failure to send again).
+                logger.exception("updates could not be prepared", extra={"task": "prepare"})
+
+    def _apply_batch(self, updates, contexts):
         try:
             outcomes = self._apply_in_transaction(updates, contexts)
         except (LeaseLost, DatabaseUnavailable):
@@ -338,16 +380,17 @@ class UpdateApplier:
         except Exception:
             # Undoing one update failed (a write it queued failed when sent): nothing of the
             # batch committed. Each update alone again; one alone that fails this way failed.
+            # What was prepared is kept: the calls are not made again.
             if len(updates) > 1:
-                return [outcome for update in updates for outcome in self.apply_all([update])]
+                outcomes = []
+                for update, context in zip(updates, contexts, strict=True):
+                    context.answers, context.customer = [], None
+                    context.language = self._context_of(update).language  # a handler may have changed it
+                    outcomes += self._apply_batch([update], [context])
+                return outcomes
             logger.exception("update failed; nothing of it was written", extra={"kind": contexts[0].kind})
             contexts[0].answers = contexts[0].refusal("failure").answers
             outcomes = [FAILED]
-        for context in contexts:
-            if self.sender is not None:
-                self.sender.put(context.answers, context.user.id if context.user is not None else context.update_id)
-            else:
-                self.deliver(context.answers)
         return outcomes
 
     def _context_of(self, update):

@@ -17,9 +17,11 @@ def register(bot, applier, settings=None):
     if settings is not None:
         files = support.SupportFiles(settings.support_attachment_dir, settings.support_attachment_max_bytes)
     membership.configure(bot, settings.telegram_required_channel if settings is not None else "")
+    # The channel check's getChatMember is asked before the batch's transaction (bot/updates.py).
+    applier.preparers.append(lambda pairs: membership.current().prepare(pairs, menu.needs_membership))
     fallback.register_guards(bot, context)  # before any flow: a message too long is refused unread
     start.register(bot, context)
-    support.register(bot, context, files)
+    support.register(bot, context, files, applier)
     codes.register(bot, context)
     buy.register(bot, context)  # before fallback: its payments and pre-checkout queries
     menu.register(bot, context)

@@ -315,8 +315,9 @@ def on_successful_payment(message, context):
 
 def on_press(query, context, press):
     """A press of one of this flow's buttons (bot/handlers/menu.py routes it here)."""
-    if not membership.current().allowed(query.from_user.id, context.customer):
-        channel = membership.current().channel
+    checked = membership.current()
+    if not checked.allowed(query.from_user.id, context.customer, context.prepared.get(membership.PREPARED)):
+        channel = checked.channel
         if channel.startswith("@"):
             raise refuse_plainly(context, query, "channel_required", channel=channel)
         raise refuse_plainly(context, query, "channel_required_unnamed")

@@ -8,6 +8,15 @@ from commerce import customers
 BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY, keyboards.GIFT, keyboards.GIFT_PAY)
 
 
+def needs_membership(update):
+    """Will this update's handler ask bot/membership.py? A press of a purchase's or a top-up's button."""
+    query = update.callback_query
+    if query is None or query.message is None:
+        return False
+    press = keyboards.parse(query.data)
+    return press is not None and (press.action in BUY_ACTIONS or press.action == keyboards.TOPUP)
+
+
 def on_press(query, context):
     press = keyboards.parse(query.data)
     if press is None or context.customer is None or query.message is None:

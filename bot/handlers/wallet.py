@@ -93,8 +93,9 @@ def on_topup(query, context, argument):
         raise context.refusal("callback_refused")
     if maintenance.is_active():
         raise refuse_plainly(context, query, "maintenance")
-    if not membership.current().allowed(query.from_user.id):
-        channel = membership.current().channel
+    checked = membership.current()
+    if not checked.allowed(query.from_user.id, context.customer, context.prepared.get(membership.PREPARED)):
+        channel = checked.channel
         if channel.startswith("@"):
             raise refuse_plainly(context, query, "channel_required", channel=channel)
         raise refuse_plainly(context, query, "channel_required_unnamed")

@@ -6,6 +6,7 @@ from bot import services
 from fakes.telegram import DEV_TOKEN, FakeTelegram
 from integrations import telegram
 from integrations.remnawave import RemnawaveClient
+from models.base import db
 from tests.support.shop import PANEL_TOKEN, PUBLIC_URL, shop, shop_fakes  # noqa: F401  (fixtures)
 
 
@@ -39,3 +40,18 @@ def bot_services(shop):  # noqa: F811  (the fixture imported above)
     services.use(services.Services(shop.providers, PUBLIC_URL, RemnawaveClient(shop.panel.base_url, PANEL_TOKEN)))
     yield shop
     services.use(None)
+
+
+@pytest.fixture
+def bot_api_calls(monkeypatch):
+    """[(method, a database transaction open?)] of every Bot API call this process makes from here on:
+    the real calls, each noted as it starts in the thread that makes it."""
+    made = []
+    real = telegram.call
+
+    def noted(method, function, *args, **kwargs):
+        made.append((method, db.in_transaction()))
+        return real(method, function, *args, **kwargs)
+
+    monkeypatch.setattr(telegram, "call", noted)
+    return made

@@ -5,19 +5,24 @@ nothing is checked. Against the fake Bot API over HTTP, on both databases."""
 import dataclasses
 import datetime
 import threading
+import time
 
 import pytest
 
 from bot import keyboards, membership
+from bot.lease import LEASE_NAME
 from bot.updates import APPLIED, REFUSED
 from config.settings import load_settings
-from models.base import utcnow
+from models.base import db, utcnow
 from models.bot import BotChannelMember
 from models.commerce import Customer
 from tests.support.botruns import InProcessBot, row_counts
+from tests.support.processes import wait_for
 from tests.support.shop import rub_plan
 
 ANN = {"id": 611, "first_name": "Ann", "language_code": "en"}
+BOB = {"id": 612, "first_name": "Bob", "language_code": "en"}
+EVE = {"id": 613, "first_name": "Eve", "language_code": "en"}
 CHANNEL = "@omniflow_news"
 
 
@@ -184,3 +189,111 @@ def test_without_a_required_channel_nothing_is_checked(database, telebot, fake_t
     bot = bot_with(telebot, fake_telegram, "")
     assert press_buy(bot, fake_telegram) == [APPLIED]
     assert checks(fake_telegram) == 0
+
+
+def asked(calls):
+    """Whether a transaction was open at each getChatMember this process made."""
+    return [in_transaction for method, in_transaction in calls if method == "getChatMember"]
+
+
+def test_getchatmember_is_asked_before_the_update_transaction_opens_never_inside_it(
+    database, telebot, fake_telegram, bot_services, plan, bot_api_calls
+):
+    bot = bot_with(telebot, fake_telegram, CHANNEL)
+    fake_telegram.set_member(CHANNEL, ANN["id"], "member")
+    assert press_buy(bot, fake_telegram) == [APPLIED]
+    assert asked(bot_api_calls) == [False]
+    assert BotChannelMember.get(BotChannelMember.customer == ann_customer().id).member is True
+
+    # A new customer's /start and two presses in one batch: asked once, before the batch's transaction.
+    fake_telegram.set_member(CHANNEL, BOB["id"], "member")
+    fake_telegram.send_message(BOB, "/start")
+    fake_telegram.press(BOB, keyboards.data(keyboards.BUY), message_id=1)
+    fake_telegram.press(BOB, keyboards.data(keyboards.BUY), message_id=1)
+    # Someone who never sent /start is refused unread: not asked.
+    fake_telegram.press(EVE, keyboards.data(keyboards.BUY))
+    assert bot.drain() == [APPLIED, APPLIED, APPLIED, REFUSED]
+    assert asked(bot_api_calls) == [False, False]
+    assert checks(fake_telegram) == 2
+    bob = Customer.get(Customer.telegram_id == BOB["id"])
+    assert BotChannelMember.get(BotChannelMember.customer == bob.id).member is True
+    assert not any(in_transaction for _, in_transaction in bot_api_calls)  # the answers too, after the commit
+
+    # A blocked customer's press is refused unread: not asked either, whatever their stored state.
+    Customer.update(blocked=True).where(Customer.id == bob.id).execute()
+    age([bob.id], membership.RECHECK_S + 1)
+    fake_telegram.press(BOB, keyboards.data(keyboards.BUY), message_id=1)
+    assert bot.drain() == [REFUSED]
+    assert checks(fake_telegram) == 2
+
+
+def test_a_top_up_asks_getchatmember_before_the_transaction_and_a_non_member_is_refused(
+    database, telebot, fake_telegram, bot_services, plan, bot_api_calls
+):
+    bot = bot_with(telebot, fake_telegram, CHANNEL)
+    before = row_counts()
+    fake_telegram.press(ANN, keyboards.data(keyboards.TOPUP, "yookassa:RUB:50000"))
+    assert bot.drain() == [REFUSED]
+    assert fake_telegram.bot_messages(ANN["id"])[-1]["text"].startswith("Purchases are open to members")
+    assert row_counts() == before
+    fake_telegram.set_member(CHANNEL, ANN["id"], "member")
+    fake_telegram.press(ANN, keyboards.data(keyboards.TOPUP, "yookassa:RUB:50000"))
+    assert bot.drain() == [APPLIED]
+    assert asked(bot_api_calls) == [False, False]
+    # The member's answer is stored with the top-up: the next press within 10 minutes asks nothing.
+    assert BotChannelMember.get(BotChannelMember.customer == ann_customer().id).member is True
+    press_buy(bot, fake_telegram)
+    assert checks(fake_telegram) == 2
+
+
+def test_while_getchatmember_is_in_flight_another_writer_is_not_held_back(
+    database, telebot, fake_telegram, bot_services, plan
+):
+    """The lease row is what the batch's transaction locks (FOR SHARE on PostgreSQL; SQLite's one write
+    lock covers every table): a write to it during a slow getChatMember commits at once."""
+    bot = bot_with(telebot, fake_telegram, CHANNEL)
+    fake_telegram.set_member(CHANNEL, ANN["id"], "member")
+    fake_telegram.set_fault("getChatMember", "slow", count=1, delay=2.0)
+    waited = []
+
+    def write_while_asked():
+        wait_for(lambda: checks(fake_telegram) == 1, timeout=10, interval=0.01, message="getChatMember in flight")
+        started = time.monotonic()
+        with db.atomic():
+            mark = db.obj.param
+            db.execute_sql(f"UPDATE job_leader SET expires_at = expires_at WHERE name = {mark}", [LEASE_NAME])
+        waited.append(time.monotonic() - started)
+        db.close()
+
+    writer = threading.Thread(target=write_while_asked)
+    writer.start()
+    began = time.monotonic()
+    assert press_buy(bot, fake_telegram) == [APPLIED]
+    took = time.monotonic() - began
+    writer.join(15)
+    assert took >= 2.0  # the call was slow indeed
+    assert waited and waited[0] < 1.0  # and the write did not wait for it
+
+
+def test_in_a_transaction_without_a_prepared_answer_nothing_is_asked(database, telebot, fake_telegram):
+    """The stored state aged (or the loop changed it) between the batch's preparation and its transaction:
+    the stored answer stands, a customer with none is let through as when Telegram cannot answer."""
+    checker = membership.ChannelMembership(telebot, CHANNEL)
+    fake_telegram.set_member(CHANNEL, 700, "member")
+    stale, gone, unknown = (Customer.create(telegram_id=700 + index, display_name=f"c{index}") for index in range(3))
+    long_ago = utcnow() - datetime.timedelta(seconds=membership.RECHECK_S + 5)
+    BotChannelMember.create(customer=stale.id, channel=CHANNEL, member=True, checked_at=long_ago)
+    BotChannelMember.create(customer=gone.id, channel=CHANNEL, member=False, checked_at=long_ago, left_at=long_ago)
+    with db.atomic():
+        assert checker.allowed(700, stale) is True
+        assert checker.allowed(701, gone) is False
+        assert checker.allowed(702, unknown) is True
+    assert checks(fake_telegram) == 0
+    # A prepared answer is used, and a member's stored, in the transaction.
+    with db.atomic():
+        assert checker.allowed(702, unknown, (CHANNEL, 702, True)) is True
+        assert checker.allowed(701, gone, (CHANNEL, 999, True)) is False  # another user's answer is not theirs
+    assert BotChannelMember.get(BotChannelMember.customer == unknown.id).member is True
+    # Outside any transaction (no lock to hold) it asks.
+    assert checker.allowed(700, stale) is True
+    assert checks(fake_telegram) == 1

@@ -11,7 +11,7 @@ import requests
 
 from bot import keyboards
 from bot.support_push import SupportReplyPush
-from bot.updates import APPLIED, REFUSED
+from bot.updates import APPLIED, FAILED, REFUSED
 from config.settings import load_settings
 from models.commerce import Customer
 from models.ops import AuditEvent
@@ -223,3 +223,49 @@ def test_bad_replies_are_refused_with_their_code_and_write_nothing(panel):
     assert_problem(requests.get(url + "?status=lost", headers=headers, timeout=10), 400, "invalid_ticket_status")
     assert SupportMessage.select().where(SupportMessage.author == "operator").count() == 0
     assert AuditEvent.select().where(AuditEvent.action == "support.replied").count() == 0
+
+
+def fetches(calls):
+    return [(method, in_transaction) for method, in_transaction in calls if method in ("getFile", "downloadFile")]
+
+
+def test_a_photo_is_fetched_before_the_update_transaction_opens_and_only_when_it_is_for_support(
+    bot, fake_telegram, bot_api_calls, attachment_dir
+):
+    started(bot, fake_telegram)
+    fake_telegram.send_photo(ANN, PHOTO, caption="not waiting for support")
+    assert bot.drain() == [REFUSED]  # the fallback answers it; nothing was fetched
+    assert fetches(bot_api_calls) == []
+
+    # The Support press and the photo in one batch: the wait begins in the batch, the photo is fetched before it.
+    fake_telegram.press(ANN, keyboards.data(keyboards.SUPPORT), message_id=2)
+    fake_telegram.send_photo(ANN, PHOTO, caption="this error")
+    assert bot.drain() == [APPLIED, APPLIED]
+    assert fetches(bot_api_calls) == [("getFile", False), ("downloadFile", False)]
+    [attachment] = SupportAttachment.select()
+    assert attachment.digest == hashlib.sha256(PHOTO).hexdigest()
+
+    # Waiting already (committed): fetched before the transaction too; one over the stated cap is not fetched.
+    fake_telegram.send_message(ANN, "/support")
+    bot.drain()
+    fake_telegram.send_photo(ANN, b"x" * (CAP + 1))
+    assert bot.drain() == [REFUSED]
+    fake_telegram.send_photo(ANN, PHOTO[::-1])
+    assert bot.drain() == [APPLIED]
+    assert fetches(bot_api_calls) == [("getFile", False), ("downloadFile", False)] * 2
+    assert not any(in_transaction for _, in_transaction in bot_api_calls)
+
+
+def test_a_photo_telegram_cannot_hand_over_fails_the_update_and_writes_nothing(bot, fake_telegram, attachment_dir):
+    started(bot, fake_telegram)
+    fake_telegram.send_message(ANN, "/support")
+    bot.drain()
+    before = row_counts()
+    fake_telegram.set_fault("getFile", "5xx", count=1)
+    fake_telegram.send_photo(ANN, PHOTO)
+    assert bot.drain() == [FAILED]
+    assert last_text(fake_telegram) == "Something went wrong on our side. Please try again in a minute."
+    assert row_counts() == before
+    fake_telegram.send_photo(ANN, PHOTO)  # still waiting: the same photo again goes through
+    assert bot.drain() == [APPLIED]
+    assert SupportAttachment.select().count() == 1
