@@ -313,14 +313,18 @@ def on_successful_payment(message, context):
         context.send(message.chat.id, context.text("payment_unmatched"))
 
 
-def on_press(query, context, press):
-    """A press of one of this flow's buttons (bot/handlers/menu.py routes it here)."""
+def require_member(context, query):
+    """Refused plainly, nothing written, unless the presser is in the required channel (when one is set)."""
     checked = membership.current()
     if not checked.allowed(query.from_user.id, context.customer, context.prepared.get(membership.PREPARED)):
-        channel = checked.channel
-        if channel.startswith("@"):
-            raise refuse_plainly(context, query, "channel_required", channel=channel)
+        if checked.channel.startswith("@"):
+            raise refuse_plainly(context, query, "channel_required", channel=checked.channel)
         raise refuse_plainly(context, query, "channel_required_unnamed")
+
+
+def on_press(query, context, press):
+    """A press of one of this flow's buttons (bot/handlers/menu.py routes it here)."""
+    require_member(context, query)
     if press.action == keyboards.BUY:
         on_buy(query, context)
     elif press.action == keyboards.PLAN:

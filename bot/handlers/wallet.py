@@ -17,8 +17,8 @@ the required channel; a blocked customer's updates never get here.
 
 import logging
 
-from bot import keyboards, membership, services, texts
-from bot.handlers.buy import PREFERRED_CURRENCY, payment_page, refusal_for, refuse_plainly
+from bot import keyboards, services, texts
+from bot.handlers.buy import PREFERRED_CURRENCY, payment_page, refusal_for, refuse_plainly, require_member
 from commerce import ledger
 from commerce import providers as methods
 from commerce.orders import OrderRejected, create_order
@@ -93,12 +93,7 @@ def on_topup(query, context, argument):
         raise context.refusal("callback_refused")
     if maintenance.is_active():
         raise refuse_plainly(context, query, "maintenance")
-    checked = membership.current()
-    if not checked.allowed(query.from_user.id, context.customer, context.prepared.get(membership.PREPARED)):
-        channel = checked.channel
-        if channel.startswith("@"):
-            raise refuse_plainly(context, query, "channel_required", channel=channel)
-        raise refuse_plainly(context, query, "channel_required_unnamed")
+    require_member(context, query)
     shop = services.current()
     if not methods.offered(shop.providers, method) or not methods.accepts(method, currency):
         raise refuse_plainly(context, query, "purchase_refused")
