@@ -315,6 +315,7 @@ TOPIC_OF_KIND = {
     "stars_payment_unmatched": "payments",
     "refund_manual": "payments",
     "refund_failed": "payments",
+    "refund_unmatched": "payments",
     "gift_code_undelivered": "payments",
     "fulfillment_failure": "fulfillment",
 }
@@ -337,6 +338,10 @@ NOTICE_TEXTS = {
     "refund_failed": (
         "Refund {refundId} of order {orderId} ({amountMinor} {currency} at {provider}) failed: {errorCode}."
         " Pay it back by hand or refund it to the wallet."
+    ),
+    "refund_unmatched": (
+        "{provider} reports refund {providerRefundId} of payment {paymentId} ({amountMinor} {currency}, {status})"
+        " that no refund of this shop made: check it in the provider's dashboard and record it by hand."
     ),
     "gift_code_undelivered": (
         "Gift card {giftCardId} bought by order {orderId} was issued, but its code could not be kept for the buyer"

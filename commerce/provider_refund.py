@@ -61,6 +61,7 @@ NOTIFIED_RECORDED = "refund_recorded"  # the notification finished the refund (s
 NOTIFIED_PROCESSING = "refund_processing"  # the provider still works on it: the job keeps polling
 NOTIFIED_ALREADY_RECORDED = "refund_already_recorded"  # the job (or an earlier notification) had finished it
 NOTIFIED_UNMATCHED = "refund_unmatched"  # no refund of ours (one made at the provider's dashboard, say)
+NOTICE_REFUND_UNMATCHED = "refund_unmatched"  # the operator notice of it
 
 
 class RefundRetry(Exception):
@@ -103,8 +104,24 @@ def apply_notified_refund(answer):
     """A refund the provider notified us of (YooKassa's `refund.succeeded`), `answer` being the refund as its
     API holds it (commerce/webhooks.py fetches it: a notification is only a hint): its row finished as the
     job's poll finishes it. Returns the outcome kept on the webhook event."""
-    refund = _notified_refund(answer)
+    refund, candidates = _notified_refund(answer)
     if refund is None:
+        if candidates:
+            return NOTIFIED_UNMATCHED  # two of ours it could be: their jobs finish them
+        # Money left the shop that no refund of ours accounts for (made in the provider's dashboard,
+        # say): the ledger does not know of it, so an operator must, once per provider refund.
+        queue_notice(
+            NOTICE_REFUND_UNMATCHED,
+            f"{answer.provider}:{answer.refund_id}",
+            {
+                "provider": answer.provider,
+                "providerRefundId": answer.refund_id,
+                "paymentId": answer.payment_id,
+                "status": answer.status,
+                "amountMinor": answer.amount_minor,
+                "currency": answer.currency,
+            },
+        )
         return NOTIFIED_UNMATCHED
     if refund.status not in OPEN_STATES:
         return NOTIFIED_ALREADY_RECORDED
@@ -118,10 +135,11 @@ def _notified_refund(answer):
     """Our row of the provider's refund: by its refund id once recorded; before that (the notification can
     come before the job has recorded the provider's answer, or after the job died in between) the one
     pending refund of that payment for that amount. Two such rows cannot be told apart: None, and each
-    job's own call and poll (each with its own Idempotence-Key) finish them."""
+    job's own call and poll (each with its own Idempotence-Key) finish them. Returns (the row or None,
+    how many rows it could be)."""
     recorded = Refund.get_or_none(Refund.provider == answer.provider, Refund.provider_refund_id == answer.refund_id)
     if recorded is not None:
-        return recorded
+        return recorded, 1
     candidates = list(
         Refund.select()
         .where(
@@ -135,7 +153,7 @@ def _notified_refund(answer):
         )
         .limit(2)
     )
-    return candidates[0] if len(candidates) == 1 else None
+    return (candidates[0] if len(candidates) == 1 else None), len(candidates)
 
 
 def _ask(refund):

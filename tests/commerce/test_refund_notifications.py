@@ -174,6 +174,11 @@ def test_a_refund_made_at_the_dashboard_is_not_taken_for_ours(shop):
     wait_for(lambda: refund_events() and refund_events()[0].processed_at is not None)
     assert refund_events()[0].outcome == NOTIFIED_UNMATCHED
     assert snapshot(refund.id) == before
+    # Money left that the ledger knows nothing of: an operator is told, once.
+    (notice,) = OperatorNotice.select().where(OperatorNotice.kind == "refund_unmatched")
+    payload = json.loads(notice.payload)
+    told = (payload["paymentId"], payload["amountMinor"], payload["currency"])
+    assert told == (intent.provider_payment_id, 3000, "RUB")
 
 
 def test_two_pending_refunds_of_the_same_amount_are_left_to_their_jobs(shop):
@@ -185,6 +190,7 @@ def test_two_pending_refunds_of_the_same_amount_are_left_to_their_jobs(shop):
     wait_for(lambda: refund_events() and refund_events()[0].processed_at is not None)
     assert refund_events()[0].outcome == NOTIFIED_UNMATCHED  # which of the two it is cannot be told
     assert [Refund.get_by_id(r.id).status for r in (first, second)] == ["pending", "pending"]
+    assert not OperatorNotice.select().where(OperatorNotice.kind == "refund_unmatched").exists()  # ours, not news
 
     run_refund_jobs()  # each job's call, with its own key: the second one gets YooKassa's first answer back
     done = {r.id: Refund.get_by_id(r.id) for r in (first, second)}
