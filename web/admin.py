@@ -132,8 +132,10 @@ def build(operator_token):
             raise Problem(400, problems.INVALID_BODY, "active must be true or false")
         if not isinstance(reason, str) or not reason.strip():
             raise Problem(400, problems.REASON_REQUIRED, "a reason is required to change maintenance mode")
+        if len(reason.strip()) > REASON_MAX:
+            raise Problem(400, problems.REASON_TOO_LONG, f"a reason is at most {REASON_MAX} characters")
         with db.atomic():
-            maintenance.set_mode(active, reason.strip()[:REASON_MAX], actor=ACTOR)
+            maintenance.set_mode(active, reason.strip(), actor=ACTOR)
         return json_answer(200, maintenance_json())
 
     return app

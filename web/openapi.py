@@ -313,7 +313,8 @@ REASON = {
     "required": True,
     "schema": {"type": "string", "minLength": 1},
     "description": "Why; written to the audit event. Plain UTF-8, or RFC 8187's UTF-8'' form with the reason"
-    " percent-encoded (what the panel's forms send: a browser sends no header outside Latin-1).",
+    " percent-encoded (what the panel's forms send: a browser sends no header outside Latin-1). At most 500"
+    " characters once decoded (`reason_too_long` otherwise).",
 }
 
 

@@ -14,14 +14,21 @@ from urllib.parse import unquote
 
 import bottle
 
+from web import problems
+from web.problems import Problem
+
 REASON_HEADER = "X-Operator-Reason"
 REASON_MAX = 500
 EXTENDED_PREFIX = "utf-8''"
 
 
 def header_reason():
-    """The reason the request gives (stripped, at most REASON_MAX characters), or ''."""
-    return decoded(bottle.request.get_header(REASON_HEADER) or "").strip()[:REASON_MAX]
+    """The reason the request gives (stripped), or ''; a 400 reason_too_long over REASON_MAX characters,
+    rather than an audit that keeps less than was said."""
+    reason = decoded(bottle.request.get_header(REASON_HEADER) or "").strip()
+    if len(reason) > REASON_MAX:
+        raise Problem(400, problems.REASON_TOO_LONG, f"a reason is at most {REASON_MAX} characters")
+    return reason
 
 
 def decoded(raw):

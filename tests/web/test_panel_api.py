@@ -655,6 +655,17 @@ def test_a_reason_in_cyrillic_reaches_the_audit_as_typed(web, header):
     assert AuditEvent.get(AuditEvent.action == "maintenance.enabled").reason == "обновление панели"
 
 
+def test_a_reason_over_500_characters_is_refused_rather_than_cut_and_changes_nothing(web):
+    headers = {**session_of(web), "X-Operator-Reason": "a" * 501}
+    audited = AuditEvent.select().count()  # signing in is audited too
+    answer = requests.post(web + "/v1/panel/system/maintenance", headers=headers, json={"active": True}, timeout=10)
+    assert_problem(answer, 400, "reason_too_long")
+    assert AuditEvent.select().count() == audited
+    headers["X-Operator-Reason"] = "a" * 500  # the most there may be, kept whole
+    assert requests.post(web + "/v1/panel/system/maintenance", headers=headers, json={"active": True}, timeout=10).ok
+    assert AuditEvent.get(AuditEvent.action == "maintenance.enabled").reason == "a" * 500
+
+
 def test_a_body_over_64_kib_is_a_413_and_changes_nothing(web):
     headers = {**session_of(web), **REASON, "Content-Type": "application/json"}
     huge = json.dumps({"active": True, "padding": "a" * (70 * 1024)})
