@@ -426,9 +426,8 @@ def cmd_dev_sample_payment(args):
         if settings.yookassa_shop_id and settings.public_url:
             sample_payment.run(settings)
         else:
-            # Stays up all the same: honcho would stop the whole stack if this process ended.
             print("dev-sample-payment: no sample payment: APP_YOOKASSA_* and APP_PUBLIC_URL are not set", flush=True)
-            sample_payment.stay()
+        sample_payment.stay()  # honcho would stop the whole stack if this process ended
     except KeyboardInterrupt:
         pass
 

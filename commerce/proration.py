@@ -56,8 +56,8 @@ def _credits(condition, params):
             "  WHERE e.transaction_id = t.id AND e.amount_minor > 0),"
             " (SELECT COALESCE(SUM(r.amount_minor), 0) FROM ledger_entries r"
             "  JOIN ledger_transactions b ON b.id = r.transaction_id WHERE b.reverses_id = t.id AND r.amount_minor > 0)"
-            f" FROM ledger_transactions t WHERE t.kind = '{KIND}' AND {condition} ORDER BY t.id",
-            params,
+            f" FROM ledger_transactions t WHERE t.kind = %s AND {condition} ORDER BY t.id",
+            (KIND, *params),
         )
     ]
 

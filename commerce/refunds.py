@@ -57,7 +57,7 @@ from commerce.settlement import (
 from fulfillment.revocation import revoke_access
 from jobs import client
 from models.base import db, utcnow
-from models.commerce import Order
+from models.commerce import PLANLESS_OPERATIONS, Order
 from models.fulfillment import Entitlement
 from models.ledger import LedgerTransaction
 from models.payments import PaymentIntent, Refund
@@ -65,6 +65,8 @@ from models.transactions import defer, locked
 from ops.records import queue_customer_notice, queue_notice
 
 REFUNDABLE_STATES = ("paid", "fulfilled", "partially_refunded")
+# Paid orders that bought no period of access: a top-up, an add-on, a gift card for someone else.
+BUY_NO_PERIOD = (*PLANLESS_OPERATIONS, "gift")
 
 TO_PROVIDER = "provider"
 TO_WALLET = "wallet"
@@ -101,8 +103,7 @@ def refund_order(order_id, amount_minor=None, to=None):
             raise SettlementRejected(ORDER_NOT_FOUND, f"order {order_id} does not exist")
         if order.status not in REFUNDABLE_STATES:
             raise SettlementRejected(ORDER_NOT_REFUNDABLE, f"order {order_id} is {order.status}")
-        credited = _credited_for(order)
-        left = order.amount_minor - order.refunded_amount_minor - credited
+        left = refundable(order)
         if left <= 0:
             raise SettlementRejected(
                 ORDER_NOT_REFUNDABLE,
@@ -145,20 +146,27 @@ def _tell_customer(order, refund, amount, full):
     """The customer's notice of the refund (the bot delivers it): where the money goes, and for a
     full refund of what bought access, that the access is switched off."""
     kind = NOTICE_CUSTOMER_REFUNDED + ("_wallet" if refund.destination == TO_WALLET else "")
-    if full and order.operation not in ("topup", "gift", "addon"):
+    if full and order.operation not in BUY_NO_PERIOD:
         kind += "_full"
     queue_customer_notice(
         order.customer_id,
         kind,
         f"refund:{refund.id}",
         {"orderId": order.id, "amountMinor": amount, "currency": order.currency},
+        returning=False,
     )
+
+
+def refundable(order):
+    """What a refund of the order can still give back: what was paid, less what was refunded and what
+    upgrades credited to the wallet for its periods (that much already went back)."""
+    return order.amount_minor - order.refunded_amount_minor - _credited_for(order)
 
 
 def _credited_for(order):
     """What upgrades credited for the unused part of this order's periods (and did not take back):
     that much of the order was already given back, to the wallet."""
-    if order.subscription_id is None or order.operation in ("topup", "addon", "gift"):
+    if order.subscription_id is None or order.operation in BUY_NO_PERIOD:
         return 0
     credited = proration.credited_for_periods(order.subscription_id)
     if not credited:

@@ -337,6 +337,7 @@ def _credit_wallet(order):
         NOTICE_WALLET_CREDITED,
         f"order:{order.id}",
         {"orderId": order.id, "amountMinor": order.amount_minor, "currency": order.currency, "balanceMinor": balance},
+        returning=False,
     )
     return Settlement(order.id, None, None, already_settled=False)
 
@@ -460,7 +461,7 @@ def _credit_unused(order, subscription, now):
         credit = min(worth, paid.amount_minor - paid.refunded_amount_minor)
         if credit > 0:
             ledger.post(
-                "proration_credit",
+                proration.KIND,
                 [
                     ledger.Entry(ledger.REVENUE, -credit, paid.currency),
                     ledger.Entry(ledger.wallet(order.customer_id), credit, paid.currency),

@@ -34,15 +34,15 @@ POLL_S = 0.5
 WAIT_S = 120
 
 
-def run(settings, pay_after_s=PAY_AFTER_S, wait_s=WAIT_S, staying=True):
+def run(settings, pay_after_s=PAY_AFTER_S, wait_s=WAIT_S):
     """Check out, have the fake complete the payment, report the settlement; True when it was fulfilled."""
     customer = Customer.get_or_none(Customer.telegram_username == SAMPLE_CUSTOMER[1])
     if customer is None:
         print("dev-sample-payment: no sample customer (run dev-seed first)", flush=True)
-        return _stay(staying, False)
+        return False
     if not _answers(f"{settings.public_url}/healthz", wait_s) or not _answers(_fake_control(settings), wait_s):
         print("dev-sample-payment: the web process or the fake YooKassa did not answer", flush=True)
-        return _stay(staying, False)
+        return False
     plan = Plan.get(Plan.code == SAMPLE_PLAN)
     started = checkout(
         configured.process_providers(),
@@ -75,7 +75,7 @@ def run(settings, pay_after_s=PAY_AFTER_S, wait_s=WAIT_S, staying=True):
     else:
         status = Order.get_by_id(started.order_id).status
         print(f"dev-sample-payment: order {started.order_id} is still {status}", flush=True)
-    return _stay(staying, fulfilled)
+    return fulfilled
 
 
 def _fake_control(settings):
@@ -119,8 +119,3 @@ def stay():
     while True:
         signal.pause()
 
-
-def _stay(staying, result):
-    if staying:
-        stay()
-    return result

@@ -16,20 +16,6 @@ CANCELLED = "job.cancelled"
 SUBJECT = "job"
 
 
-class OperationFinished(JobMutationRejected):
-    """A fulfillment job whose operation has ended: running the job again would do nothing (the
-    worker leaves a finished operation alone) yet take it out of the dead letters. The operation is
-    what to retry (the panel's Retry, SPEC 4.2), under its own idempotency key."""
-
-    def __init__(self, job_id, operation_id, status):
-        Exception.__init__(
-            self,
-            f"job {job_id}'s fulfillment operation {operation_id} is {status}; retry the operation instead"
-            f" (POST /v1/panel/system/jobs/{operation_id}/retry), which queues it again",
-        )
-        self.job_id, self.state, self.action = job_id, status, "retry"
-
-
 def retry_job(job_id, actor, reason=None):
     _refuse_a_finished_operations_job(job_id)
     job = client.retry(job_id)
@@ -50,4 +36,12 @@ def _refuse_a_finished_operations_job(job_id):
     operation_id = job.args_dict.get("operationId")
     operation = FulfillmentOperation.get_or_none(FulfillmentOperation.id == operation_id)
     if operation is not None and operation.status in ("succeeded", "failed", "cancelled"):
-        raise OperationFinished(job_id, operation.id, operation.status)
+        # Running the job again would do nothing (the worker leaves a finished operation alone) yet take
+        # it out of the dead letters: the operation is what to retry (SPEC 4.2), under its own key.
+        raise JobMutationRejected(
+            job_id,
+            job.state,
+            "retry",
+            f"job {job_id}'s fulfillment operation {operation.id} is {operation.status}; retry the operation"
+            f" instead (POST /v1/panel/system/jobs/{operation.id}/retry), which queues it again",
+        )

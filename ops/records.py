@@ -25,15 +25,20 @@ def queue_notice(kind, dedupe_key, payload, returning=True):
     return fetch_one(_NOTICE + " RETURNING id", params) is not None
 
 
-def queue_customer_notice(customer_id, kind, dedupe_key, payload):
+_CUSTOMER_NOTICE = (
+    "INSERT INTO customer_notices (customer_id, kind, dedupe_key, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
+    " ON CONFLICT (kind, dedupe_key) DO NOTHING"
+)
+
+
+def queue_customer_notice(customer_id, kind, dedupe_key, payload, returning=True):
     """Queue one notice for a customer per (kind, dedupe_key), for the bot to deliver; a repeat
-    (or a concurrent writer's) is a no-op. True if queued now."""
-    row = fetch_one(
-        "INSERT INTO customer_notices (customer_id, kind, dedupe_key, payload, created_at) VALUES (%s, %s, %s, %s, %s)"
-        " ON CONFLICT (kind, dedupe_key) DO NOTHING RETURNING id",
-        (customer_id, kind, dedupe_key, json.dumps(payload, sort_keys=True), utcnow()),
-    )
-    return row is not None
+    (or a concurrent writer's) is a no-op. True if queued now; with returning=False, as queue_notice."""
+    params = (customer_id, kind, dedupe_key, json.dumps(payload, sort_keys=True), utcnow())
+    if not returning:
+        execute_all([(_CUSTOMER_NOTICE, params)])
+        return None
+    return fetch_one(_CUSTOMER_NOTICE + " RETURNING id", params) is not None
 
 
 def record_audit(category, action, actor, reason=None, subject_type=None, subject_id=None, details=None):

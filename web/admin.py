@@ -34,7 +34,7 @@ from web.answers import (
     require_schema,
 )
 from web.problems import Problem
-from web.reasons import REASON_MAX, header_reason
+from web.reasons import header_reason, within_limit
 
 LISTABLE_STATES = {
     "dead_letter": DEAD_LETTER_STATES,
@@ -132,10 +132,9 @@ def build(operator_token):
             raise Problem(400, problems.INVALID_BODY, "active must be true or false")
         if not isinstance(reason, str) or not reason.strip():
             raise Problem(400, problems.REASON_REQUIRED, "a reason is required to change maintenance mode")
-        if len(reason.strip()) > REASON_MAX:
-            raise Problem(400, problems.REASON_TOO_LONG, f"a reason is at most {REASON_MAX} characters")
+        reason = within_limit(reason.strip())
         with db.atomic():
-            maintenance.set_mode(active, reason.strip(), actor=ACTOR)
+            maintenance.set_mode(active, reason, actor=ACTOR)
         return json_answer(200, maintenance_json())
 
     return app

@@ -16,7 +16,7 @@ import uuid
 import bottle
 
 from commerce.customer_search import INVALID_SEARCH
-from commerce.refunds import REFUNDABLE_STATES, refunds_of
+from commerce.refunds import REFUNDABLE_STATES, refundable, refunds_of
 from integrations.payments.amounts import AmountError, exponent, to_decimal_text
 from models.support import SupportTicket
 from ops import operators
@@ -184,7 +184,7 @@ def build():
             transactions=transactions,
             operations=operations,
             refunds=refunds_of([found.id])[found.id],
-            left=found.amount_minor - found.refunded_amount_minor,
+            left=refundable(found),
             places=places(found.currency),
             can_refund=_can(operator, operators.PAYMENTS_WRITE) and found.status in REFUNDABLE_STATES,
             refund_choices=choices,

@@ -25,7 +25,11 @@ EXTENDED_PREFIX = "utf-8''"
 def header_reason():
     """The reason the request gives (stripped), or ''; a 400 reason_too_long over REASON_MAX characters,
     rather than an audit that keeps less than was said."""
-    reason = decoded(bottle.request.get_header(REASON_HEADER) or "").strip()
+    return within_limit(decoded(bottle.request.get_header(REASON_HEADER) or "").strip())
+
+
+def within_limit(reason):
+    """The reason as given, or a 400 reason_too_long over REASON_MAX characters."""
     if len(reason) > REASON_MAX:
         raise Problem(400, problems.REASON_TOO_LONG, f"a reason is at most {REASON_MAX} characters")
     return reason

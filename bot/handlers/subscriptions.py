@@ -10,6 +10,7 @@ button.
 """
 
 import logging
+from typing import NamedTuple
 
 from bot import keyboards, qr, services, texts
 from bot.updates import Answer
@@ -31,9 +32,19 @@ def traffic_text(used_bytes, language="en"):
     return f"{int(value)} {units[unit]}" if unit == 0 else f"{value:.1f} {units[unit]}"
 
 
+class Shown(NamedTuple):
+    """One subscription as My subscriptions shows it."""
+
+    subscription_id: str
+    remote_user_id: str
+    plan: str
+    phase: str
+    ends_at: object
+    auto_renew: bool
+
+
 def rows_of(customer):
-    """[(subscription id, remote user id, plan name, phase, ends_at, auto_renew)] of a customer's
-    subscriptions, by slot."""
+    """[Shown] of a customer's subscriptions that have a period, by slot."""
     subscriptions = list(
         Subscription.select(Subscription.id, Subscription.remote_user_id, Subscription.auto_renew)
         .where(Subscription.customer == customer.id)
@@ -49,7 +60,7 @@ def rows_of(customer):
         if entitlement.plan_id not in plans:
             plans[entitlement.plan_id] = Plan.get_by_id(entitlement.plan_id).name
         rows.append(
-            (
+            Shown(
                 subscription.id,
                 subscription.remote_user_id,
                 plans[entitlement.plan_id],
@@ -76,7 +87,7 @@ def _shown(context, chat, message_id, rows, said=None):
     if said:
         lines.insert(0, said + "\n")
     unavailable = False
-    switches = [(number, row[0], row[5]) for number, row in enumerate(rows, 1)]
+    switches = [(number, row.subscription_id, row.auto_renew) for number, row in enumerate(rows, 1)]
     for number, (subscription_id, remote_user_id, plan, phase, ends_at, _) in enumerate(rows, 1):
         remote = None
         if remote_user_id:
@@ -111,7 +122,7 @@ def on_auto_renew(query, context, argument):
         raise context.refusal("callback_refused")
     chat, message_id = query.message.chat.id, query.message.message_id
     rows = rows_of(context.customer)
-    plan = next((row[2] for row in rows if row[0] == subscription_id), "")
+    plan = next((row.plan for row in rows if row.subscription_id == subscription_id), "")
     said = context.text("auto_renew_on" if state == "on" else "auto_renew_off", plan=plan)
     context.answer_callback(query.id)
     context.later(lambda: [_shown(context, chat, message_id, rows, said)])

@@ -34,8 +34,8 @@ class JobMutationRejected(Exception):
 
     code = "job_mutation_rejected"
 
-    def __init__(self, job_id, state, action):
-        super().__init__(f"job {job_id} is {state}; {action} is not allowed in that state")
+    def __init__(self, job_id, state, action, detail=None):
+        super().__init__(detail or f"job {job_id} is {state}; {action} is not allowed in that state")
         self.job_id = job_id
         self.state = state
         self.action = action
