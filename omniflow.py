@@ -54,6 +54,7 @@ JOB_KIND_MODULES = (
     "commerce.passes.renewal",
     "commerce.passes.lifecycle_sweep",
     "commerce.provider_refund",
+    "commerce.webhooks",
 )
 # Passes registered only when the worker has what they need (SPEC 5.2): the
 # module's register(settings) declares the pass, or answers why it did not.

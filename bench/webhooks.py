@@ -1,28 +1,39 @@
-"""Load on the webhook routes: payments settled per second by one web process on PostgreSQL.
+"""Load on the webhook routes: deliveries one web process on PostgreSQL takes, and the worker that settles them.
 
-    python -m bench.webhooks [--seconds 20] [--rounds 3] [--pool 40000] [--out bench/results/webhooks.json]
+    python -m bench.webhooks [--seconds 20] [--rounds 3] [--pool 90000] [--out bench/results/webhooks.json]
 
 A fresh database gets `pool` pending orders (one customer each), half paid at
 the fake YooKassa and half at the fake Crypto Pay, each with its payment
-intent; the fakes run in this process (idle while the load runs but for the
-fetches the web process makes) and deliver no webhooks of their own. Then
-`python omniflow.py web` serves the database with both providers configured
-at the fakes, and keep-alive clients, spread over two load processes, post
-the providers' deliveries back to back, YooKassa-style and CryptoBot-style
-alternately, each delivery for an order no other request touches: every
-request stores its delivery, confirms a YooKassa notification by fetching
-the payment from the fake, and settles its order (ledger movement, order,
-entitlement, operation, job, outbox event, notice). A request counts when it
-answers 200 `{"outcome": "settled"}`.
+intent; the fakes and a fake Remnawave panel run in this process and deliver
+no webhooks of their own. Then `python omniflow.py web` serves the database
+with both providers configured at the fakes, and keep-alive clients, spread
+over two load processes, post the providers' deliveries back to back,
+YooKassa-style and CryptoBot-style alternately, each delivery for an order no
+other request touches. A request counts when it answers 200
+`{"outcome": "accepted"}`: its delivery and the job that confirms and applies
+it are committed (commerce/webhooks.py).
 
 Rounds are interleaved (in each: /healthz with 8 clients, webhooks with 8,
-webhooks with 16), each `seconds` long; the figures are the medians over the
-rounds. `ratio_to_healthz` is the median over the rounds of the webhook rate
-at 8 clients over the same web process's /healthz rate at 8 clients measured
-just before it in the round, the ceiling of the web stack on this machine. The clients share the 2-core machine with the web process,
-PostgreSQL and the fakes, so the figures are a floor. At the end the
-database is checked: one settlement, one ledger movement and one job per
-settled request, and nothing else settled.
+webhooks with 16), each `seconds` long, with no worker running, so that like
+/healthz the rate is the web process's own; the figures are the medians over
+the rounds. `ratio_to_healthz` is the median over the rounds of the webhook
+rate at 8 clients over the same web process's /healthz rate at 8 clients
+measured just before it in the round, the ceiling of the web stack on this
+machine.
+
+Then one worker (`python omniflow.py worker`, the fake panel as its
+Remnawave) settles everything the rounds accepted: each job confirms a
+YooKassa delivery by fetching the payment from the fake and settles its order
+(ledger movement, order, entitlement, operation, fulfillment job, outbox
+event, notice), and fulfils it on the panel. `settlement.settled_rps` is the
+deliveries it settled per second, from its first settlement to its last.
+Last, `alongside` posts webhooks with 8 clients for `seconds` while that
+worker runs: the web process's rate, and the worker's, when the two share
+the machine. The clients share the 2-core machine with the web process,
+PostgreSQL, the worker and the fakes, so the figures are a floor. At the end
+the database is checked: every accepted delivery settled, one paid order,
+one ledger movement, one fulfillment job and one entitlement for each, and
+nothing else settled.
 """
 
 import argparse
@@ -46,6 +57,7 @@ OPERATOR_TOKEN = "bench-operator-token-0123456789"
 YOOKASSA_SHOP_ID = "424242"
 YOOKASSA_SECRET = "test_bench-yookassa-secret-0123456789"
 CRYPTOBOT_TOKEN = "4242:AAbenchCryptoPayToken0123456789abcd"
+PANEL_TOKEN = "bench-panel-token-0123456789"
 PRICE_MINOR = 19900
 CLIENT_COUNTS = (8, 16)
 HEALTHZ_CLIENTS = 8
@@ -84,13 +96,13 @@ def fill(url, pool, yookassa, cryptobot, pool_file):
         cursor.execute("INSERT INTO plan_prices (plan_id, currency, amount_minor) VALUES (%s, 'RUB', %s)", (plan_id, PRICE_MINOR))
         cursor.execute(
             "INSERT INTO customers (id, display_name, blocked, created_at)"
-            " SELECT 'bench-' || n, 'bench ' || n, FALSE, now() FROM generate_series(1, %s) AS n",
+            " SELECT md5('bench-' || n)::uuid::text, 'bench ' || n, FALSE, now() FROM generate_series(1, %s) AS n",
             (pool,),
         )
         cursor.execute(
             "INSERT INTO orders (customer_id, plan_id, operation, status, amount_minor, currency, provider,"
             " created_at, expires_at)"
-            " SELECT 'bench-' || n, %s, 'purchase', 'pending', %s, 'RUB',"
+            " SELECT md5('bench-' || n)::uuid::text, %s, 'purchase', 'pending', %s, 'RUB',"
             " CASE WHEN n %% 2 = 1 THEN 'yookassa' ELSE 'cryptobot' END, now(), now() + interval '1 day'"
             " FROM generate_series(1, %s) AS n ORDER BY n RETURNING id, provider",
             (plan_id, PRICE_MINOR, pool),
@@ -199,7 +211,7 @@ def client(base, seconds, threads, route, pool_file, cursor, out):
                 f"{base}/v1/webhooks/{delivery['provider']}", data=delivery["body"].encode(), headers=headers, timeout=10
             )
             elapsed = time.perf_counter() - started
-            ok = answer.status_code == 200 and answer.json().get("outcome") == "settled"
+            ok = answer.status_code == 200 and answer.json().get("outcome") == "accepted"
             mine.append((delivery["provider"], elapsed, ok))
         with lock:
             results.extend(mine)
@@ -245,17 +257,73 @@ def figures(results, seconds):
     return summary
 
 
-def check(url, settled):
-    """Every settled request is one paid order with one ledger movement and one job; nothing else moved."""
+def backlog(url):
+    """(deliveries settled, delivery jobs not finished, jobs of any kind not finished)."""
+    import psycopg2
+
+    with psycopg2.connect(url) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM provider_webhook_events WHERE outcome = 'settled'),"
+            " (SELECT count(*) FROM jobs WHERE kind = 'webhook_delivery' AND finalized_at IS NULL),"
+            " (SELECT count(*) FROM jobs WHERE finalized_at IS NULL AND kind <> 'periodic_task')"
+        )
+        return cursor.fetchone()
+
+
+def start_worker(env, workdir):
+    """`huey_consumer omniflow.huey -n`: a worker that never stands for leader, so no periodic pass runs
+    (payment_reconcile would settle, by its poll, the pool's payments no request has posted yet)."""
+    log = open(workdir / "worker.log", "a")
+    command = [str(Path(sys.executable).parent / "huey_consumer"), "omniflow.huey", "-n"]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop(process):
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(40)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+def drain(url, worker, timeout_s=3600):
+    """Wait until no job but the passes is left; the deliveries settled since `since`, first to last."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and worker.poll() is None:
+        if backlog(url)[2] == 0:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def settled_between(url, since):
+    """(deliveries settled at or after `since`, seconds from the first of them to the last)."""
+    import psycopg2
+
+    with psycopg2.connect(url) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), min(processed_at), max(processed_at) FROM provider_webhook_events"
+            " WHERE outcome = 'settled' AND processed_at >= %s",
+            (since,),
+        )
+        count, first, last = cursor.fetchone()
+    return count, ((last - first).total_seconds() if count > 1 else 0.0)
+
+
+def check(url, accepted):
+    """Every accepted delivery settled: one paid order, one ledger movement, one fulfillment job and one
+    entitlement each; nothing else moved."""
     import psycopg2
 
     with psycopg2.connect(url) as connection, connection.cursor() as cursor:
         counts = {}
         for name, sql in (
-            ("paid_orders", "SELECT count(*) FROM orders WHERE status = 'paid'"),
+            ("settled_deliveries", "SELECT count(*) FROM provider_webhook_events WHERE outcome = 'settled'"),
+            ("paid_orders", "SELECT count(*) FROM orders WHERE status IN ('paid', 'fulfilled')"),
             ("ledger_transactions", "SELECT count(*) FROM ledger_transactions"),
             ("fulfillment_jobs", "SELECT count(*) FROM jobs WHERE kind = 'fulfillment'"),
             ("entitlements", "SELECT count(*) FROM entitlements"),
+            ("fulfilled_orders", "SELECT count(*) FROM orders WHERE status = 'fulfilled'"),
             (
                 "unbalanced",
                 "SELECT count(*) FROM (SELECT transaction_id FROM ledger_entries GROUP BY transaction_id, currency"
@@ -265,8 +333,8 @@ def check(url, settled):
             cursor.execute(sql)
             counts[name] = cursor.fetchone()[0]
     counts["consistent"] = (
-        counts["paid_orders"] == counts["ledger_transactions"] == counts["fulfillment_jobs"] == counts["entitlements"]
-        == settled and counts["unbalanced"] == 0
+        counts["settled_deliveries"] == counts["paid_orders"] == counts["ledger_transactions"]
+        == counts["fulfillment_jobs"] == counts["entitlements"] == accepted and counts["unbalanced"] == 0
     )  # fmt: skip
     return counts
 
@@ -274,11 +342,15 @@ def check(url, settled):
 def run(server_url, seconds, rounds, pool):
     from bench.chaos import _fresh_pg_database
     from fakes.cryptobot import FakeCryptoBot
+    from fakes.remnawave import FakeRemnawave
     from fakes.yookassa import FakeYooKassa
+    from models.base import utcnow
 
     url = _fresh_pg_database(server_url, BENCH_DB)
     yookassa = FakeYooKassa(shop_id=YOOKASSA_SHOP_ID, secret_key=YOOKASSA_SECRET).start()
     cryptobot = FakeCryptoBot(token=CRYPTOBOT_TOKEN).start()
+    panel = FakeRemnawave(token=PANEL_TOKEN)
+    panel.start()
     workdir = Path(tempfile.mkdtemp(prefix="omniflow-webhooks-bench-"))
     pool_file = workdir / "deliveries.jsonl"
     started = time.monotonic()
@@ -300,11 +372,13 @@ def run(server_url, seconds, rounds, pool):
         LOG_LEVEL="WARNING",
     )
     env.pop("APP_REMNAWAVE_URL", None)
+    worker_env = dict(env, APP_REMNAWAVE_URL=panel.base_url, APP_REMNAWAVE_TOKEN=PANEL_TOKEN)
     log = open(workdir / "web.log", "w")
     web = subprocess.Popen([sys.executable, "omniflow.py", "web"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     cursor = multiprocessing.get_context("spawn").Value("q", 0)
     runs = {"healthz": [], **{str(n): [] for n in CLIENT_COUNTS}}
+    worker = None
     try:
         import requests
 
@@ -324,12 +398,31 @@ def run(server_url, seconds, rounds, pool):
                 + ", ".join(f"{n} clients {runs[str(n)][-1]['rps']}/s p99 {runs[str(n)][-1]['p99_ms']} ms" for n in CLIENT_COUNTS),
                 flush=True,
             )
+        accepted = sum(result["requests"] for n in CLIENT_COUNTS for result in runs[str(n)])
+
+        since = utcnow()
+        worker = start_worker(worker_env, workdir)
+        drained = drain(url, worker)
+        count, span = settled_between(url, since)
+        settlement = {"deliveries": count, "seconds": round(span, 1),
+                      "settled_rps": round(count / span, 1) if span else None, "drained": drained}  # fmt: skip
+        print(f"the worker settled {count} deliveries in {span:.1f} s", flush=True)
+
+        since = utcnow()
+        alongside = load(base, seconds, HEALTHZ_CLIENTS, "webhooks", pool_file, cursor)
+        alongside_settled, _ = settled_between(url, since)
+        alongside["settled_rps"] = round(alongside_settled / seconds, 1)
+        accepted += alongside["requests"]
+        drained = drain(url, worker) and drained
+        print(f"alongside the worker: {alongside['rps']}/s accepted, {alongside['settled_rps']}/s settled", flush=True)
     finally:
+        if worker is not None:
+            stop(worker)
         web.send_signal(signal.SIGTERM)
         web.wait(15)
         yookassa.stop()
         cryptobot.stop()
-    settled = sum(result["requests"] for n in CLIENT_COUNTS for result in runs[str(n)])
+        panel.stop()
 
     def median(values):
         return round(statistics.median(values), 1)
@@ -345,11 +438,14 @@ def run(server_url, seconds, rounds, pool):
         "clients": clients,
         "healthz_rps": healthz,
         "ratio_to_healthz": round(statistics.median(ratios), 3),
+        "settlement": settlement,
+        "alongside": alongside,
         "seconds": seconds,
         "rounds": rounds,
-        "errors": sum(result["errors"] for n in CLIENT_COUNTS for result in runs[str(n)]),
+        "errors": sum(result["errors"] for n in CLIENT_COUNTS for result in runs[str(n)]) + alongside["errors"],
         "runs": runs,
-        "database": check(url, settled),
+        "database": check(url, accepted) if drained else {"consistent": False, "drained": False},
+        "load_1min": round(os.getloadavg()[0], 2),
     }
 
 
@@ -357,7 +453,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--pool", type=int, default=40000, help="orders prepared (more than the runs settle)")
+    parser.add_argument("--pool", type=int, default=90000, help="orders prepared (more than the runs take)")
     parser.add_argument(
         "--pg-url",
         default=os.environ.get("BENCH_DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres",
@@ -366,7 +462,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     result = run(args.pg_url, args.seconds, args.rounds, args.pool)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({key: result[key] for key in ("clients", "healthz_rps", "ratio_to_healthz", "errors", "database")}, indent=2))
+    shown = ("clients", "healthz_rps", "ratio_to_healthz", "settlement", "alongside", "errors", "database")
+    print(json.dumps({key: result[key] for key in shown}, indent=2))
     print(f"wrote {args.out}")
     return 0 if result["errors"] == 0 and result["database"]["consistent"] else 1
 

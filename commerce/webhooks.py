@@ -1,25 +1,40 @@
-"""Webhook intake (SPEC 13.6): a provider's delivery, stored raw, verified, confirmed and applied.
+"""Webhook intake (SPEC 13.6): a provider's delivery stored raw and answered at once; a job confirms and applies it.
 
-1. The delivery is parsed (the adapter verifies CryptoBot's signature before
-   reading anything) and stored raw in `provider_webhook_events`, with
-   `retain_until` 30 days on, in a short transaction of its own that commits
-   before anything else: a crash afterwards keeps it. The same statement
-   asks whether the event was already applied (step 2). An accepted
-   delivery's commit does not wait for the disk: the synchronous commit that
-   records its outcome, before it is answered, flushes it with its own
-   (`fetch_one_flushed_by_next_commit`); a refused one's does, as nothing follows it.
-   A delivery that is not the provider's (bad signature → 401, not its
-   documented shape → 400) stays there with its outcome and
-   `signature_ok = false`; nothing is settled.
-2. A delivery of an event already processed is a replay: 200, nothing changes.
-3. YooKassa signs nothing, so its notification is only a hint: the payment
+In the request (web/webhooks.py calls `receive`):
+
+1. The delivery is parsed; the adapter verifies CryptoBot's signature before
+   reading anything. One that is not the provider's (bad signature → 401, not
+   its documented shape → 400) is stored with its outcome and
+   `signature_ok = false`, and nothing else happens.
+2. An accepted one is stored raw in `provider_webhook_events` (`retain_until`
+   30 days on) with its `webhook_delivery` job, in one transaction: the
+   delivery is never kept without the job that applies it, nor the job
+   without its delivery. The same statement asks whether the event was
+   already applied: a replay gets no job and is answered 200 `replayed`.
+   Anything else is answered 200 `accepted` once that transaction committed:
+   the provider need not deliver it again, the job applies it whatever
+   crashes next.
+
+The request calls no provider and settles nothing, so its answer never
+waits on the provider's API (YooKassa's confirming fetch) and a burst of
+deliveries is answered as fast as it can be stored; the worker settles them
+behind it (a customer's payment is usually settled within a second).
+
+In the job (`settle_delivery`, run by the worker):
+
+3. A delivery already processed, or one whose event another delivery
+   applied (a replay that came in before the first was applied): `replayed`,
+   nothing changes.
+4. YooKassa signs nothing, so its notification is only a hint: the payment
    is fetched from the API and what the API says is applied. A payment the
-   API does not know is not confirmed (401); an API that does not answer is
-   a 503, so YooKassa delivers again later. CryptoBot's signed update is its
-   word.
-4. The payment is applied (commerce/payments.py) and the event marked
+   API does not know is `unconfirmed` and ends there. An API that does not
+   answer leaves `provider_unavailable` on the delivery and the job tries
+   again with backoff (ATTEMPTS over about an hour and a half); meanwhile
+   payment_reconcile polls the payment itself, so a payment is settled even
+   if every attempt fails. CryptoBot's signed update is its word.
+5. The payment is applied (commerce/payments.py) and the delivery marked
    processed with its outcome in the same transaction as any settlement.
-5. YooKassa's `refund.succeeded` is confirmed the same way, by fetching the
+6. YooKassa's `refund.succeeded` is confirmed the same way, by fetching the
    refund, and finishes our pending refund as the provider_refund job's poll
    does (commerce/provider_refund.py `apply_notified_refund`).
 
@@ -29,7 +44,8 @@ Nothing here logs a body or a header: a body may carry a payer's card digits.
 import datetime
 from dataclasses import dataclass
 
-from commerce import payments, provider_refund
+import jobs
+from commerce import payments, provider_refund, providers
 from integrations.payments import (
     BAD_SIGNATURE,
     PAYMENT_NOT_FOUND,
@@ -39,15 +55,22 @@ from integrations.payments import (
     ProviderPayment,
     WebhookRejected,
 )
+from jobs import huey
 from models.base import db, utcnow
 from models.payments import ProviderWebhookEvent
-from models.transactions import execute_all, fetch_one, fetch_one_flushed_by_next_commit
+from models.transactions import execute_all, fetch_one
 
 RETENTION = datetime.timedelta(days=30)
+JOB_KIND = "webhook_delivery"
+# Backoff attempt⁴ s: the last of 8 tries comes about 78 minutes after the first.
+ATTEMPTS = 8
+
+ACCEPTED = "accepted"  # stored with its job; the job has not applied it yet
+REPLAYED = payments.REPLAYED
 
 IGNORED = "ignored"  # a delivery about neither a payment nor a refund the provider's API can confirm
 UNCONFIRMED = "unconfirmed"  # YooKassa's API knows no such payment: not a notification of ours
-PROVIDER_UNAVAILABLE = "provider_unavailable"  # the confirming fetch failed: the provider delivers again
+PROVIDER_UNAVAILABLE = "provider_unavailable"  # the confirming fetch failed: the job tries again
 # What makes a later delivery of the same event a replay: it was applied, and its outcome is final.
 FINAL_OUTCOMES = (
     payments.SETTLED,
@@ -72,52 +95,96 @@ class Intake:
     event_id: int
 
 
+class DeliveryRetry(Exception):
+    """The delivery could not be confirmed now (the provider's API, or its credentials here); the queue
+    runs the job again with backoff. The code is also on the delivery's row."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
 def receive(adapter, body, headers):
     """Take one delivery for `adapter`'s provider; the body is already capped by the route."""
     try:
         event, refused = adapter.parse_webhook(body, headers), None
     except WebhookRejected as rejected:
         event, refused = None, rejected.code
-    stored, seen = _store(adapter.name, body, event, refused)
     if refused is not None:
+        stored, _ = _store(adapter.name, body, None, refused)  # answered next: its commit waits for the disk
         return Intake(401 if refused == BAD_SIGNATURE else 400, refused, stored)
+    with db.atomic():
+        stored, seen = _store(adapter.name, body, event, ACCEPTED)
+        if seen:
+            _processed(stored, payments.REPLAYED, None, signature_ok=event.signed)
+            return Intake(200, payments.REPLAYED, stored)
+        jobs.client.insert_new([jobs.JobInsert(JOB_KIND, {"deliveryId": stored})])
+    return Intake(200, ACCEPTED, stored)
+
+
+# Ahead of the fulfillment jobs in the same queue: a payment is recorded before anything it pays for is applied.
+@huey.job(JOB_KIND, queue="critical", max_attempts=ATTEMPTS, priority=1)
+def webhook_delivery(deliveryId):
+    return settle_delivery(deliveryId)
+
+
+def settle_delivery(delivery_id, adapters=None):
+    """Confirm and apply one stored delivery (steps 3–6); returns its outcome. `adapters`: the providers
+    to confirm with ({name: adapter}), this process's configured ones when None."""
+    row = fetch_one(_LOAD, (delivery_id,))
+    if row is None or row[3] is not None:
+        return None if row is None else row[4]
+    provider, event_id, body = row[0], row[1], bytes(row[2])
+    try:
+        adapter = providers.adapter(providers.process_providers() if adapters is None else adapters, provider)
+    except providers.ProviderNotConfigured as missing:
+        _mark_outcome(delivery_id, missing.code)
+        raise DeliveryRetry(missing.code) from None
+    try:
+        event = adapter.read_stored_webhook(body)
+    except WebhookRejected as rejected:  # read once at intake already: only a changed adapter gets here
+        _mark_outcome(delivery_id, rejected.code)
+        return rejected.code
     if event.subject == SUBJECT_REFUND and hasattr(adapter, "fetch_refund"):
-        return _refund_notification(adapter, stored, event, seen)
+        return _refund_notification(adapter, delivery_id, event)
     if event.subject != SUBJECT_PAYMENT:
-        return _processed(stored, IGNORED, None, signature_ok=event.signed)
-    if seen:
-        return _processed(stored, payments.REPLAYED, None, signature_ok=event.signed)
-    if event.signed:
-        payment = _signed_payment(event)
-    else:
-        try:
-            payment = adapter.fetch_payment(event.payment_id)
-        except ProviderError as error:
-            if error.code == PAYMENT_NOT_FOUND:
-                _mark_outcome(stored, UNCONFIRMED)
-                return Intake(401, UNCONFIRMED, stored)
-            _mark_outcome(stored, PROVIDER_UNAVAILABLE)
-            return Intake(503, PROVIDER_UNAVAILABLE, stored)
+        return _processed(delivery_id, IGNORED, None, signature_ok=event.signed).outcome
+    if _applied_elsewhere(provider, event_id, delivery_id):
+        return _processed(delivery_id, payments.REPLAYED, None, signature_ok=event.signed).outcome
+    payment = _signed_payment(event) if event.signed else _fetched(adapter.fetch_payment, event.payment_id, delivery_id)
+    if payment is None:
+        return UNCONFIRMED
     with db.atomic():
         applied = payments.apply_payment(payment, "provider_webhook")
-        return _processed(stored, applied.outcome, applied.intent_id, signature_ok=True)
+        return _processed(delivery_id, applied.outcome, applied.intent_id, signature_ok=True).outcome
 
 
-def _refund_notification(adapter, stored, event, seen):
+def _refund_notification(adapter, delivery_id, event):
     """A refund's notification, a hint like a payment's: the refund is fetched from the API and what the API
     says finishes its row as the provider_refund job's poll would (commerce/provider_refund.py)."""
-    if seen:
-        return _processed(stored, payments.REPLAYED, None, signature_ok=event.signed)
-    try:
-        answer = adapter.fetch_refund(event.refund_id)
-    except ProviderError as error:
-        outcome, status = (UNCONFIRMED, 401) if error.code == PAYMENT_NOT_FOUND else (PROVIDER_UNAVAILABLE, 503)
-        _mark_outcome(stored, outcome)
-        return Intake(status, outcome, stored)
+    if _applied_elsewhere(event.provider, event.event_id, delivery_id):
+        return _processed(delivery_id, payments.REPLAYED, None, signature_ok=event.signed).outcome
+    answer = _fetched(adapter.fetch_refund, event.refund_id, delivery_id)
+    if answer is None:
+        return UNCONFIRMED
     with db.atomic():
-        return _processed(stored, provider_refund.apply_notified_refund(answer), None, signature_ok=True)
+        return _processed(delivery_id, provider_refund.apply_notified_refund(answer), None, signature_ok=True).outcome
 
 
+def _fetched(fetch, provider_id, delivery_id):
+    """What the provider's API holds under `provider_id`: None when it knows nothing of it (the delivery
+    ends `unconfirmed`); DeliveryRetry when it did not answer."""
+    try:
+        return fetch(provider_id)
+    except ProviderError as error:
+        if error.code == PAYMENT_NOT_FOUND:
+            _mark_outcome(delivery_id, UNCONFIRMED)
+            return None
+        _mark_outcome(delivery_id, PROVIDER_UNAVAILABLE)
+        raise DeliveryRetry(PROVIDER_UNAVAILABLE) from None
+
+
+_FINAL = f"processed_at IS NOT NULL AND outcome IN ({', '.join(['%s'] * len(FINAL_OUTCOMES))})"
 # The delivery is stored, and asked whether its event was already applied, in one statement: the
 # replay check reads committed rows only, and the new row is not one of them (nor processed).
 _STORE = (
@@ -125,9 +192,13 @@ _STORE = (
     " (provider, provider_event_id, received_at, signature_ok, outcome, retain_until, body)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s)"
     " RETURNING id, EXISTS (SELECT 1 FROM provider_webhook_events AS applied"
-    " WHERE applied.provider = %s AND applied.provider_event_id = %s AND applied.processed_at IS NOT NULL"
-    f" AND applied.outcome IN ({', '.join(['%s'] * len(FINAL_OUTCOMES))}))"
+    f" WHERE applied.provider = %s AND applied.provider_event_id = %s AND applied.{_FINAL})"
 )
+_APPLIED_ELSEWHERE = (
+    "SELECT EXISTS (SELECT 1 FROM provider_webhook_events"
+    f" WHERE provider = %s AND provider_event_id = %s AND id <> %s AND {_FINAL})"
+)
+_LOAD = "SELECT provider, provider_event_id, body, processed_at, outcome FROM provider_webhook_events WHERE id = %s"
 _MARK_OUTCOME = "UPDATE provider_webhook_events SET outcome = %s WHERE id = %s"
 _MARK_PROCESSED = (
     "UPDATE provider_webhook_events SET processed_at = %s, outcome = %s, payment_intent_id = %s, signature_ok = %s"
@@ -135,23 +206,21 @@ _MARK_PROCESSED = (
 )
 
 
-def _store(provider, body, event, refused):
-    """One INSERT outside any transaction, committed on its own before anything else happens.
-    Returns the event's id and whether a delivery of the same event was already applied."""
+def _store(provider, body, event, outcome):
+    """One INSERT; returns the delivery's id and whether a delivery of the same event was already applied."""
     now = utcnow()
     event_id = None if event is None else event.event_id
     params = (
-        (provider, event_id, now, event is not None and event.signed, refused, now + RETENTION, _blob(body))
+        (provider, event_id, now, event is not None and event.signed, outcome, now + RETENTION, _blob(body))
         + (provider, event_id)
         + FINAL_OUTCOMES
     )
-    if refused is not None:
-        row = fetch_one(_STORE, params)  # answered next: its commit waits for the disk
-    else:
-        # Every accepted delivery writes again, in a synchronous commit (the outcome, or the
-        # settlement with it), before it is answered: that commit makes this one durable too.
-        row = fetch_one_flushed_by_next_commit(_STORE, params)
+    row = fetch_one(_STORE, params)
     return row[0], bool(row[1])
+
+
+def _applied_elsewhere(provider, event_id, delivery_id):
+    return bool(fetch_one(_APPLIED_ELSEWHERE, (provider, event_id, delivery_id) + FINAL_OUTCOMES)[0])
 
 
 def _blob(body):

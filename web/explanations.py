@@ -98,6 +98,11 @@ CATALOGUE = {
         "The payment provider did not answer (down, unreachable or timed out).",
         "Nothing, usually: payments are polled again every minute.",
     ),
+    "provider_not_configured": Explanation(
+        "This process has no credentials for that payment provider, so it could not ask the provider about it.",
+        "Set the provider's variables (APP_YOOKASSA_*, APP_CRYPTOBOT_TOKEN) on every process; the delivery's"
+        " job tries again.",
+    ),
     payments.REFUND_UNSUPPORTED: Explanation(
         "This provider cannot refund through its API (Crypto Pay), so the refund is recorded as manual.",
         "Pay the customer back by hand, or refund the order to the customer's wallet instead.",

@@ -975,10 +975,8 @@ CHECKOUT = _object(
         "invoice": INVOICE,
     }
 )
-# Besides the final outcomes: a payment still pending, a refund YooKassa is still working on.
-WEBHOOK_ANSWER = _object(
-    {"outcome": {"type": "string", "enum": list(webhook_intake.FINAL_OUTCOMES) + ["pending", "refund_processing"]}}
-)
+# Stored with the job that confirms and applies it, or a repeat of an event already applied.
+WEBHOOK_ANSWER = _object({"outcome": {"type": "string", "enum": [webhook_intake.ACCEPTED, webhook_intake.REPLAYED]}})
 YOOKASSA_NOTIFICATION = {
     "type": "object",
     "properties": {"type": {"const": "notification"}, "event": STRING, "object": {"type": "object"}},
@@ -999,16 +997,10 @@ CRYPTOBOT_UPDATE = {
 def _commerce_paths():
     webhook_errors = {
         "400": _error("not this provider's documented notification (`malformed_webhook`); the delivery is kept"),
-        "401": _error(
-            "a bad signature (`bad_signature`), or a notification the provider's API does not confirm"
-            " (`unconfirmed`); the delivery is kept"
-        ),
+        "401": _error("a bad signature (`bad_signature`); the delivery is kept, nothing is applied"),
         "404": _error("this provider is not configured here (`provider_not_configured`); nothing is kept"),
         "413": _error("a body over 64 KiB (`body_too_large`); nothing is kept"),
-        "503": _error(
-            "the database is unreachable (`database_unavailable`), or the provider's API did not answer the"
-            " confirming request (`provider_unavailable`): deliver again. Never for maintenance."
-        ),
+        "503": _error("the database is unreachable (`database_unavailable`): deliver again. Never for maintenance."),
     }
 
     def webhook(summary, schema, parameters=()):
@@ -1018,7 +1010,11 @@ def _commerce_paths():
                 "parameters": list(parameters),
                 "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
                 "responses": {
-                    "200": _ok(WEBHOOK_ANSWER, "taken: the provider need not deliver it again"),
+                    "200": _ok(
+                        WEBHOOK_ANSWER,
+                        "taken: the provider need not deliver it again; a job confirms it with the provider's API"
+                        " (YooKassa) and applies it",
+                    ),
                     **webhook_errors,
                 },
             }

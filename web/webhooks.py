@@ -4,15 +4,15 @@ POST /v1/webhooks/yookassa     YooKassa notifications (unsigned: confirmed by fe
 POST /v1/webhooks/cryptobot    Crypto Pay updates (header crypto-pay-api-signature)
 
 No operator credentials: a delivery proves itself (a signature, or the
-provider's API confirming it). A body over 64 KiB is refused with 413 before
-anything is written; a provider this shop has not configured is a 404 and
-nothing is written either. Every other delivery is stored first and answered
-from its outcome: 200 `{"outcome"}` when the provider need not deliver it
-again (settled, a replay, an amount mismatch, an unknown order, …), 401 for a
-bad signature or an unconfirmed notification, 400 for a malformed one, 503
-when the provider's API did not answer the confirming fetch (the provider
-delivers again). Maintenance never refuses a webhook (SPEC 13.12). A body is
-never logged or echoed.
+provider's API confirming it, which the delivery's job asks). A body over
+64 KiB is refused with 413 before anything is written; a provider this shop
+has not configured is a 404 and nothing is written either. Every other
+delivery is stored first and answered at once: 200 `{"outcome": "accepted"}`
+when it is stored with the job that confirms and applies it (the provider
+need not deliver it again), 200 `{"outcome": "replayed"}` for an event
+already applied, 401 for a bad signature, 400 for a malformed one, 503 when
+the database cannot store it (the provider delivers again). Maintenance never
+refuses a webhook (SPEC 13.12). A body is never logged or echoed.
 """
 
 import bottle
@@ -29,8 +29,6 @@ BODY_TOO_LARGE = problems.BODY_TOO_LARGE
 DETAILS = {
     BAD_SIGNATURE: "the delivery's signature does not verify",
     MALFORMED_WEBHOOK: "the delivery is not one of this provider's documented notifications",
-    webhooks.UNCONFIRMED: "the provider's API knows no such payment",
-    webhooks.PROVIDER_UNAVAILABLE: "the provider's API did not answer the confirming request; deliver again later",
 }
 
 

@@ -72,6 +72,7 @@ REFUND_STATUSES = {
 # What a webhook delivery did (commerce/webhooks.py, commerce/payments.py). Its refusals (bad_signature,
 # malformed_webhook, provider_unavailable) are error codes: web/explanations.py explains those.
 WEBHOOK_OUTCOMES = {
+    webhooks.ACCEPTED: "stored: its job has not confirmed and applied it yet",
     payments.SETTLED: "settled the order",
     payments.REPLAYED: "a repeat of a delivery already applied: nothing changed",
     payments.PENDING: "the payment is still pending",

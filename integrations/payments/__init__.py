@@ -157,6 +157,11 @@ class PaymentProvider(abc.ABC):
     def parse_webhook(self, body, headers) -> WebhookEvent:
         """Verify (where the provider signs) and parse one raw delivery; WebhookRejected when it is not one."""
 
+    def read_stored_webhook(self, body) -> WebhookEvent:
+        """Parse a delivery again from its stored body, its signature (where the provider signs) verified
+        by parse_webhook when it came in: the settling job reads the body, the headers are not kept."""
+        return self.parse_webhook(body, {})
+
     @abc.abstractmethod
     def refund(self, *, payment_id, amount_minor, currency, idempotence_key, description=None) -> ProviderRefund:
         """Refund all or part of a succeeded payment; REFUND_UNSUPPORTED where the provider has no refunds."""

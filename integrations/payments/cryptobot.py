@@ -149,6 +149,12 @@ class CryptoBotProvider(PaymentProvider):
             raise WebhookRejected(MALFORMED_WEBHOOK, provider=PROVIDER)
         if not self.signature_ok(bytes(body), header(headers, SIGNATURE_HEADER)):
             raise WebhookRejected(BAD_SIGNATURE, provider=PROVIDER)
+        return self.read_stored_webhook(body)
+
+    def read_stored_webhook(self, body):
+        """The update of a delivery whose signature parse_webhook verified when it came in."""
+        if not isinstance(body, (bytes, bytearray)) or len(body) > WEBHOOK_MAX_BYTES:
+            raise WebhookRejected(MALFORMED_WEBHOOK, provider=PROVIDER)
         try:
             update = json.loads(body)
             update_id = update["update_id"]

@@ -19,7 +19,7 @@ from ops import maintenance
 from tests.support import sales
 from tests.support.botruns import InProcessBot, row_counts
 from tests.support.processes import wait_for
-from tests.support.shop import fulfil, rub_plan
+from tests.support.shop import due_deliveries, fulfil, rub_plan, settle_deliveries
 
 ANN = {"id": 951, "first_name": "Ann", "language_code": "en"}
 EVE = {"id": 952, "first_name": "Eve", "language_code": "en"}
@@ -105,7 +105,8 @@ def test_a_top_up_makes_a_payment_at_the_provider_whose_success_credits_the_wall
     assert buttons(link)[0]["url"] == intent.confirmation_url
 
     shop.yookassa.succeed(intent.provider_payment_id)  # the fake notifies the shop's web process
-    wait_for(lambda: Order.get_by_id(order.id).settled_by is not None, 15, message="the webhook settling the top-up")
+    wait_for(lambda: due_deliveries().exists(), 15, message="the webhook stored with its job")
+    assert settle_deliveries() == ["settled"]
     assert Order.get_by_id(order.id).settled_by == "provider_webhook"
     assert poll_intent(PaymentIntent.get_by_id(intent.id), shop.providers).outcome == REPLAYED  # nothing more
     assert ledger.balance(customer().id, "RUB") == 50000

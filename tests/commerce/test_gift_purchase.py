@@ -18,7 +18,7 @@ from models.ops import CustomerNotice, OperatorNotice, OutboxEvent
 from models.payments import ProviderWebhookEvent
 from ops import sealing
 from tests.support import commerce, sales
-from tests.support.shop import PUBLIC_URL, rub_plan
+from tests.support.shop import PUBLIC_URL, rub_plan, settle_deliveries
 
 pytestmark = pytest.mark.usefixtures("ledger_invariant")
 
@@ -127,6 +127,7 @@ def test_a_gift_checked_out_at_yookassa_settles_by_its_webhook_once_however_ofte
         shop.yookassa._deliver(f"payment.succeeded:{payment_id}", shop.yookassa.notification(payment_id), {
             "Content-Type": "application/json"})  # fmt: skip
     assert ProviderWebhookEvent.select().count() == 5
+    assert settle_deliveries() == ["settled"] + ["replayed"] * 4  # all five came before the first was applied
     assert Order.get_by_id(result.order_id).status == "fulfilled"
     assert GiftCard.select().count() == 1 and CustomerNotice.select().count() == 1
     assert legs(result.order_id) == {"provider_clearing:yookassa": -19900, "revenue": 19900}

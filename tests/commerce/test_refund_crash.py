@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from commerce.provider_refund import NOTICE_REFUND_FAILED
+from commerce.provider_refund import NOTICE_REFUND_FAILED, NOTIFIED_RECORDED
 from commerce.refunds import refund_order
 from models.commerce import Order
 from models.jobs import Job
@@ -17,7 +17,7 @@ from models.ops import OperatorNotice
 from models.payments import Refund
 from tests.commerce.test_refunds import paid_at
 from tests.support.processes import wait_for
-from tests.support.shop import PANEL_TOKEN, environ
+from tests.support.shop import PANEL_TOKEN, due_deliveries, environ, settle_deliveries
 
 pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("ledger_invariant")]
 
@@ -98,8 +98,11 @@ def test_a_refund_whose_worker_was_killed_is_finished_by_its_notification_and_th
     wait_for(lambda: shop.yookassa.stats()["refunds"] == 1, timeout=60, interval=0.02, message="YooKassa's refund")
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
-    # The held call ends and YooKassa's refund.succeeded reaches the web, which confirms and records it.
-    wait_for(lambda: Refund.get_by_id(refund.id).status == "succeeded", timeout=HOLD_S + 20, message="the notice")
+    # The held call ends and YooKassa's refund.succeeded reaches the web, which stores it with its job; the job
+    # (run here, while no worker is up) confirms and records it.
+    wait_for(lambda: due_deliveries().exists(), timeout=HOLD_S + 20, message="the notice")
+    assert settle_deliveries() == [NOTIFIED_RECORDED]
+    assert Refund.get_by_id(refund.id).status == "succeeded"
     assert Job.get_by_id(job.id).state == "running"  # the dead worker's job, not yet rescued
 
     workers.start(*WORKER_OPTIONS, env=env)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from commerce import providers
+from commerce import providers, webhooks
 from commerce.catalogue import set_addon_price
 from fakes.cryptobot import FakeCryptoBot
 from fakes.remnawave import FakeRemnawave
@@ -27,10 +27,14 @@ from fakes.yookassa import FakeYooKassa
 from integrations.payments.cryptobot import CryptoBotProvider
 from integrations.payments.yookassa import YooKassaProvider
 from integrations.remnawave import RemnawaveClient
+from jobs.engine.states import CLAIMABLE_STATES
 from jobs.fulfillment import use_panel
+from models.base import utcnow
 from models.catalogue import Addon
+from models.jobs import Job
+from models.payments import ProviderWebhookEvent
 from tests.support import commerce
-from tests.support.direct import run_all
+from tests.support.direct import run_all, run_next
 
 YOOKASSA_SHOP_ID = "731904"
 YOOKASSA_SECRET = "test_shopSecretKey-9Vd2kQ7rX4mP0sLw"
@@ -196,3 +200,22 @@ def addon(code="more-devices", devices=2, traffic=0, price=9900):
 def fulfil():
     """Run every due job in this process (the fulfillment worker against the fake panel)."""
     return run_all()
+
+
+def settle_deliveries():
+    """Run the webhook_delivery jobs due now, and only those (they come first: their kind's priority is
+    higher than any other's): what the worker does first with the deliveries the web process stored.
+    Returns the outcome each left on its delivery."""
+    outcomes = []
+    while due_deliveries().exists():
+        job_id = run_next()
+        job = Job.get_by_id(job_id)
+        assert job.kind == webhooks.JOB_KIND, f"job {job_id} ({job.kind}) ran before a webhook delivery"
+        outcomes.append(ProviderWebhookEvent.get_by_id(job.args_dict["deliveryId"]).outcome)
+    return outcomes
+
+
+def due_deliveries():
+    return Job.select().where(
+        Job.kind == webhooks.JOB_KIND, Job.state.in_(CLAIMABLE_STATES), Job.scheduled_at <= utcnow()
+    )

@@ -14,7 +14,7 @@ from models.ledger import LedgerTransaction
 from models.ops import OutboxEvent
 from models.payments import PaymentIntent
 from tests.support import commerce
-from tests.support.shop import OPERATOR_TOKEN, addon, rub_plan
+from tests.support.shop import OPERATOR_TOKEN, addon, rub_plan, settle_deliveries
 from tests.web.conftest import serving
 
 pytestmark = pytest.mark.usefixtures("ledger_invariant")
@@ -48,6 +48,7 @@ def topped_up(shop, customer, amount):
     assert answer.status_code == 200, answer.text
     invoice = PaymentIntent.get(PaymentIntent.order == answer.json()["orderId"]).provider_payment_id
     shop.cryptobot.pay(invoice)
+    assert settle_deliveries() == ["settled"]
     return answer.json()["orderId"]
 
 
@@ -177,6 +178,7 @@ def test_an_addon_is_bought_for_a_provisioned_subscription(shop):
     )
     assert answer.status_code == 200, answer.text
     shop.cryptobot.pay(PaymentIntent.get(PaymentIntent.order == answer.json()["orderId"]).provider_payment_id)
+    assert settle_deliveries() == ["settled"]
     assert Order.get_by_id(answer.json()["orderId"]).status == "paid"
     assert [e.topic for e in OutboxEvent.select().order_by(OutboxEvent.id)] == ["order.paid", "addon.purchased"]
 

@@ -25,7 +25,8 @@ from models.ops import OperatorNotice, OutboxEvent
 from models.payments import PaymentIntent, ProviderWebhookEvent
 from ops import maintenance
 from tests.support import commerce
-from tests.support.shop import CRYPTOBOT_TOKEN, fulfil, rub_plan, web_process
+from tests.support.direct import make_due
+from tests.support.shop import CRYPTOBOT_TOKEN, due_deliveries, fulfil, rub_plan, settle_deliveries, web_process
 from tests.web.test_panel_api import session_of
 
 PROVIDERS = ["yookassa", "cryptobot"]
@@ -55,6 +56,10 @@ def pay(shop, provider, order_id, **kwargs):
     return shop.fake(provider).complete(intent_of(order_id).provider_payment_id, **kwargs)
 
 
+def delivery_jobs():
+    return Job.select().where(Job.kind == "webhook_delivery")
+
+
 def settled_counts():
     return {
         "ledger": LedgerTransaction.select().count(),
@@ -82,6 +87,11 @@ def test_a_payment_at_each_provider_becomes_a_user_on_the_panel_and_a_fulfilled_
     order_id = bought["orderId"]
     pay(money, provider, order_id)
     assert [d["outcome"] for d in money.fake(provider).deliveries()] == ["delivered"]
+    # Answered once stored with its job: nothing is settled in the request.
+    assert (ProviderWebhookEvent.get().outcome, Order.get_by_id(order_id).status) == ("accepted", "pending")
+    assert delivery_jobs().count() == 1 and settled_counts()["ledger"] == 0
+
+    assert settle_deliveries() == ["settled"]
     order = Order.get_by_id(order_id)
     assert (order.status, order.settled_by, order.expires_at) == ("paid", "provider_webhook", None)
     assert intent_of(order_id).status == "succeeded"
@@ -188,6 +198,7 @@ def test_a_replay_storm_settles_once_with_one_ledger_movement_and_one_job(money,
             out, _ = sender.communicate(timeout=120)
             answers += [int(status) for status in out.split()]
     assert answers == [200] * 20
+    settle_deliveries()
     assert settled_counts() == {"ledger": 1, "entitlements": 1, "jobs": 1, "paid events": 1}
     outcomes = sorted(e.outcome for e in ProviderWebhookEvent.select())
     assert outcomes.count("settled") == 1 and len(outcomes) == 20
@@ -197,11 +208,23 @@ def test_a_replay_storm_settles_once_with_one_ledger_movement_and_one_job(money,
 def test_a_replay_of_a_processed_event_answers_200_and_changes_nothing(money):
     order_id = buy(money, "cryptobot")["orderId"]
     pay(money, "cryptobot", order_id)
+    assert settle_deliveries() == ["settled"]
     body, headers = replay(money, "cryptobot", order_id)
-    before = settled_counts()
+    before, jobs_before = settled_counts(), delivery_jobs().count()
     answer = money.webhook("cryptobot", body, headers)
     assert (answer.status_code, answer.json()) == (200, {"outcome": "replayed"})
-    assert settled_counts() == before
+    assert settled_counts() == before and delivery_jobs().count() == jobs_before  # no job for a replay
+    assert ProviderWebhookEvent.select().order_by(ProviderWebhookEvent.id.desc()).first().processed_at is not None
+
+
+def test_a_replay_stored_before_the_first_delivery_was_applied_changes_nothing_when_its_job_runs(money):
+    order_id = buy(money, "cryptobot")["orderId"]
+    pay(money, "cryptobot", order_id)
+    body, headers = replay(money, "cryptobot", order_id)
+    answer = money.webhook("cryptobot", body, headers)
+    assert (answer.status_code, answer.json()) == (200, {"outcome": "accepted"})  # the first not applied yet
+    assert settle_deliveries() == ["settled", "replayed"]
+    assert settled_counts() == {"ledger": 1, "entitlements": 1, "jobs": 1, "paid events": 1}
 
 
 def test_a_bad_signature_is_a_401_the_delivery_is_kept_and_nothing_is_settled(money):
@@ -214,13 +237,14 @@ def test_a_bad_signature_is_a_401_the_delivery_is_kept_and_nothing_is_settled(mo
     assert bytes(event.body) == replay(money, "cryptobot", order_id)[0]
     assert Order.get_by_id(order_id).status == "pending"
     assert settled_counts() == {"ledger": 0, "entitlements": 0, "jobs": 0, "paid events": 0}
+    assert delivery_jobs().count() == 0  # nothing waits to apply it
 
 
 def test_a_forged_yookassa_notification_settles_nothing_the_api_is_asked(money):
     order_id = buy(money, "yookassa")["orderId"]
     money.yookassa.forge_notification(intent_of(order_id).provider_payment_id)  # the API still says pending
     assert [d["status"] for d in money.yookassa.deliveries()] == [200]
-    assert ProviderWebhookEvent.get().outcome == "pending"
+    assert settle_deliveries() == ["pending"]
     assert Order.get_by_id(order_id).status == "pending" and settled_counts()["ledger"] == 0
     forged = json.dumps({"type": "notification", "event": "payment.succeeded", "object": {
         "id": "2f1c6d3e-000f-5000-8000-1d2f3a4b5c6d", "status": "succeeded", "paid": True,
@@ -228,9 +252,25 @@ def test_a_forged_yookassa_notification_settles_nothing_the_api_is_asked(money):
         "metadata": {"order_id": str(order_id)}, "test": True, "refundable": True,
     }})  # fmt: skip
     answer = money.webhook("yookassa", forged)
-    assert (answer.status_code, answer.json()["code"]) == (401, "unconfirmed")
-    assert ProviderWebhookEvent.select().order_by(ProviderWebhookEvent.id.desc()).first().signature_ok is False
-    assert Order.get_by_id(order_id).status == "pending"
+    assert (answer.status_code, answer.json()) == (200, {"outcome": "accepted"})
+    assert settle_deliveries() == ["unconfirmed"]
+    event = ProviderWebhookEvent.select().order_by(ProviderWebhookEvent.id.desc()).first()
+    assert (event.signature_ok, event.processed_at) == (False, None)
+    assert Order.get_by_id(order_id).status == "pending" and due_deliveries().count() == 0  # not tried again
+
+
+def test_a_delivery_whose_confirming_fetch_fails_is_tried_again_by_its_job_and_settles(money):
+    order_id = buy(money, "yookassa")["orderId"]
+    money.yookassa.set_faults(fail_rate=1.0)  # the API answers 5xx to every call
+    pay(money, "yookassa", order_id)
+    assert [d["status"] for d in money.yookassa.deliveries()] == [200]
+    assert settle_deliveries() == ["provider_unavailable"]
+    job = delivery_jobs().get()
+    assert (job.state, job.attempt) == ("retryable", 1) and Order.get_by_id(order_id).status == "pending"
+    money.yookassa.clear_faults()
+    make_due(job.id)
+    assert settle_deliveries() == ["settled"]
+    assert Job.get_by_id(job.id).state == "completed" and Order.get_by_id(order_id).status == "paid"
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -239,6 +279,7 @@ def test_a_wrong_amount_settles_nothing_and_raises_one_notice(money, provider):
     money.fake(provider).set_faults(wrong_amount_rate=1.0, webhook_duplicate_rate=1.0)
     pay(money, provider, order_id)
     assert [d["status"] for d in money.fake(provider).deliveries()] == [200, 200]
+    assert sorted(settle_deliveries()) == ["amount_mismatch", "replayed"]
     assert Order.get_by_id(order_id).status == "pending"
     assert settled_counts() == {"ledger": 0, "entitlements": 0, "jobs": 0, "paid events": 0}
     notices = list(OperatorNotice.select().where(OperatorNotice.kind == payments.NOTICE_PAYMENT_MISMATCH))
@@ -266,7 +307,8 @@ def test_a_payment_for_an_unknown_order_answers_200_with_a_notice(money):
         }  # fmt: skip
     ).encode()
     answer = money.webhook("cryptobot", body, {"crypto-pay-api-signature": sign(CRYPTOBOT_TOKEN, body)})
-    assert (answer.status_code, answer.json()) == (200, {"outcome": "unknown_order"})
+    assert (answer.status_code, answer.json()) == (200, {"outcome": "accepted"})
+    assert settle_deliveries() == ["unknown_order"]
     assert OperatorNotice.get().kind == payments.NOTICE_PAYMENT_UNKNOWN_ORDER
     assert settled_counts()["ledger"] == 0
 
@@ -308,6 +350,7 @@ def test_in_maintenance_checkout_is_refused_and_webhooks_still_settle(money):
     assert (refused.status_code, refused.json()["code"]) == (503, "maintenance_active")
     assert Order.select().where(Order.customer == customer.id).count() == 0
     pay(money, "cryptobot", order_id)
+    assert settle_deliveries() == ["settled"]
     assert Order.get_by_id(order_id).status == "paid"
 
 
@@ -332,7 +375,8 @@ def test_a_provider_secret_and_a_card_number_in_a_webhook_appear_in_no_answer_lo
     body = json.dumps({"update_id": 5, "update_type": "invoice_paid", "payload": {
         **invoice, "status": "paid", "amount": "1", "comment": CARD, "secret": CRYPTOBOT_TOKEN}}).encode()  # fmt: skip
     answers.append(money.webhook("cryptobot", body, {"crypto-pay-api-signature": sign(CRYPTOBOT_TOKEN, body)}))
-    assert [a.status_code for a in answers] == [400, 401, 200]  # malformed, bad signature, a mismatch noticed
+    assert [a.status_code for a in answers] == [400, 401, 200]  # malformed, bad signature, accepted
+    assert settle_deliveries() == ["amount_mismatch"]
     cookie = session_of(money.web)
     pages = [requests.get(money.web + page, headers=cookie, timeout=10) for page in PAGES]
     assert [page.status_code for page in pages] == [200] * len(PAGES)
