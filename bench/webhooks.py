@@ -13,27 +13,30 @@ other request touches. A request counts when it answers 200
 `{"outcome": "accepted"}`: its delivery and the job that confirms and applies
 it are committed (commerce/webhooks.py).
 
-Rounds are interleaved (in each: /healthz with 8 clients, webhooks with 8,
-webhooks with 16), each `seconds` long, with no worker running, so that like
-/healthz the rate is the web process's own; the figures are the medians over
-the rounds. `ratio_to_healthz` is the median over the rounds of the webhook
-rate at 8 clients over the same web process's /healthz rate at 8 clients
-measured just before it in the round, the ceiling of the web stack on this
-machine.
+First, `alongside`: a worker (`huey_consumer omniflow.huey -n`, the fake
+panel as its Remnawave, no periodic passes) runs on an empty queue while 8
+clients post for `seconds`: the web process's rate and the worker's
+settlements per second when the two share the machine. Once it has settled
+and fulfilled all of that, it stops.
 
-Then one worker (`python omniflow.py worker`, the fake panel as its
-Remnawave) settles everything the rounds accepted: each job confirms a
-YooKassa delivery by fetching the payment from the fake and settles its order
-(ledger movement, order, entitlement, operation, fulfillment job, outbox
-event, notice), and fulfils it on the panel. `settlement.settled_rps` is the
-deliveries it settled per second, from its first settlement to its last.
-Last, `alongside` posts webhooks with 8 clients for `seconds` while that
-worker runs: the web process's rate, and the worker's, when the two share
-the machine. The clients share the 2-core machine with the web process,
-PostgreSQL, the worker and the fakes, so the figures are a floor. At the end
-the database is checked: every accepted delivery settled, one paid order,
-one ledger movement, one fulfillment job and one entitlement for each, and
-nothing else settled.
+Then the rounds, interleaved (in each: /healthz with 8 clients, webhooks
+with 8, webhooks with 16), each `seconds` long, with no worker running, so
+that like /healthz the rate is the web process's own; the figures are the
+medians over the rounds. `ratio_to_healthz` is the median over the rounds
+of the webhook rate at 8 clients over the same web process's /healthz rate
+at 8 clients measured just before it in the round, the ceiling of the web
+stack on this machine.
+
+Last, a worker settles everything the rounds accepted: each job confirms a
+YooKassa delivery by fetching the payment from the fake and settles its
+order (ledger movement, order, entitlement, operation, fulfillment job,
+outbox event, notice). `settlement.settled_rps` is the deliveries it settled
+per second, from its first settlement to its last (the fulfillment jobs
+they made come after them in the queue and are not waited for). The clients
+share the 2-core machine with the web process, PostgreSQL, the worker and
+the fakes, so the figures are a floor. At the end the database is checked:
+every stored delivery settled, with one paid order, one ledger movement,
+one fulfillment job and one entitlement each, and nothing else settled.
 """
 
 import argparse
@@ -286,13 +289,13 @@ def stop(process):
         process.kill()
 
 
-def drain(url, worker, timeout_s=3600):
-    """Wait until no job but the passes is left; the deliveries settled since `since`, first to last."""
+def drain(url, worker, everything=False, timeout_s=3600):
+    """Wait until no delivery job is left (`everything`: no job at all but the passes). True if so."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and worker.poll() is None:
-        if backlog(url)[2] == 0:
+        if backlog(url)[2 if everything else 1] == 0:
             return True
-        time.sleep(0.5)
+        time.sleep(2)  # the counts scan the tables: not too often
     return False
 
 
@@ -310,7 +313,7 @@ def settled_between(url, since):
     return count, ((last - first).total_seconds() if count > 1 else 0.0)
 
 
-def check(url, accepted):
+def check(url):
     """Every accepted delivery settled: one paid order, one ledger movement, one fulfillment job and one
     entitlement each; nothing else moved."""
     import psycopg2
@@ -318,6 +321,7 @@ def check(url, accepted):
     with psycopg2.connect(url) as connection, connection.cursor() as cursor:
         counts = {}
         for name, sql in (
+            ("accepted_deliveries", "SELECT count(*) FROM provider_webhook_events"),
             ("settled_deliveries", "SELECT count(*) FROM provider_webhook_events WHERE outcome = 'settled'"),
             ("paid_orders", "SELECT count(*) FROM orders WHERE status IN ('paid', 'fulfilled')"),
             ("ledger_transactions", "SELECT count(*) FROM ledger_transactions"),
@@ -334,7 +338,8 @@ def check(url, accepted):
             counts[name] = cursor.fetchone()[0]
     counts["consistent"] = (
         counts["settled_deliveries"] == counts["paid_orders"] == counts["ledger_transactions"]
-        == counts["fulfillment_jobs"] == counts["entitlements"] == accepted and counts["unbalanced"] == 0
+        == counts["fulfillment_jobs"] == counts["entitlements"] == counts["accepted_deliveries"]
+        and counts["unbalanced"] == 0
     )  # fmt: skip
     return counts
 
@@ -389,6 +394,18 @@ def run(server_url, seconds, rounds, pool):
             except requests.RequestException:
                 pass
             time.sleep(0.1)
+        # Alongside: the worker up on an empty queue, settling (and fulfilling) what the clients post.
+        worker = start_worker(worker_env, workdir)
+        while backlog(url)[0] == 0 and worker.poll() is None:  # the worker's start-up is not measured
+            load(base, 1, 2, "webhooks", pool_file, cursor)
+        since = utcnow()
+        alongside = load(base, seconds, HEALTHZ_CLIENTS, "webhooks", pool_file, cursor)
+        alongside["settled_rps"] = round(settled_between(url, since)[0] / seconds, 1)
+        drained = drain(url, worker, everything=True)
+        stop(worker)
+        worker = None
+        print(f"alongside the worker: {alongside['rps']}/s accepted, {alongside['settled_rps']}/s settled", flush=True)
+
         for index in range(rounds):
             runs["healthz"].append(load(base, seconds, HEALTHZ_CLIENTS, "healthz", pool_file, cursor))
             for clients in CLIENT_COUNTS:
@@ -398,23 +415,15 @@ def run(server_url, seconds, rounds, pool):
                 + ", ".join(f"{n} clients {runs[str(n)][-1]['rps']}/s p99 {runs[str(n)][-1]['p99_ms']} ms" for n in CLIENT_COUNTS),
                 flush=True,
             )
-        accepted = sum(result["requests"] for n in CLIENT_COUNTS for result in runs[str(n)])
 
+        # Then one worker settles everything the rounds accepted.
         since = utcnow()
         worker = start_worker(worker_env, workdir)
-        drained = drain(url, worker)
+        drained = drain(url, worker) and drained
         count, span = settled_between(url, since)
         settlement = {"deliveries": count, "seconds": round(span, 1),
                       "settled_rps": round(count / span, 1) if span else None, "drained": drained}  # fmt: skip
         print(f"the worker settled {count} deliveries in {span:.1f} s", flush=True)
-
-        since = utcnow()
-        alongside = load(base, seconds, HEALTHZ_CLIENTS, "webhooks", pool_file, cursor)
-        alongside_settled, _ = settled_between(url, since)
-        alongside["settled_rps"] = round(alongside_settled / seconds, 1)
-        accepted += alongside["requests"]
-        drained = drain(url, worker) and drained
-        print(f"alongside the worker: {alongside['rps']}/s accepted, {alongside['settled_rps']}/s settled", flush=True)
     finally:
         if worker is not None:
             stop(worker)
@@ -444,7 +453,7 @@ def run(server_url, seconds, rounds, pool):
         "rounds": rounds,
         "errors": sum(result["errors"] for n in CLIENT_COUNTS for result in runs[str(n)]) + alongside["errors"],
         "runs": runs,
-        "database": check(url, accepted) if drained else {"consistent": False, "drained": False},
+        "database": check(url) if drained else {"consistent": False, "drained": False},
         "load_1min": round(os.getloadavg()[0], 2),
     }
 

@@ -106,10 +106,13 @@ CATALOG = {
         "button_qr": "QR code {number}",
         "qr_caption": "Scan to add the subscription to your VPN app:\n{link}",
         "link_unavailable": "The link can't be shown right now. Please try again in a minute.",
+        "notice_access_renewed": "Your subscription is renewed: {plan} until {ends} UTC. Your link stays the same.",
         "notice_access_ready": "Your access is ready: {plan} until {ends} UTC.\n"
         "Add this link to your VPN app (or scan the QR code):\n{link}",
         "notice_order_refunded": "Order {orderId} was refunded: {price} goes back the way you paid. "
         "It may take a few days to arrive.",
+        "notice_gift_revoked": "The gift subscription {plan} was withdrawn: the person who gave it was refunded. "
+        "Your access through it is switched off.",
         "notice_order_refunded_full": "Order {orderId} was refunded: {price} goes back the way you paid "
         "(it may take a few days to arrive). The access it bought is switched off.",
         "notice_order_refunded_wallet": "Order {orderId} was refunded: {price} was added to your wallet.",
@@ -213,10 +216,13 @@ CATALOG = {
         "button_qr": "QR-код {number}",
         "qr_caption": "Отсканируйте, чтобы добавить подписку в VPN-приложение:\n{link}",
         "link_unavailable": "Ссылку сейчас нельзя показать. Попробуйте через минуту.",
+        "notice_access_renewed": "Подписка продлена: «{plan}» до {ends} UTC. Ссылка остаётся прежней.",
         "notice_access_ready": "Доступ готов: «{plan}» до {ends} UTC.\n"
         "Добавьте эту ссылку в VPN-приложение (или отсканируйте QR-код):\n{link}",
         "notice_order_refunded": "Заказ {orderId} возвращён: {price} вернутся тем же способом, которым вы платили. "
         "Это может занять несколько дней.",
+        "notice_gift_revoked": "Подарочная подписка «{plan}» отозвана: подарившему вернули деньги. "
+        "Доступ по ней отключён.",
         "notice_order_refunded_full": "Заказ {orderId} возвращён: {price} вернутся тем же способом, которым вы "
         "платили (это может занять несколько дней). Доступ по этому заказу отключён.",
         "notice_order_refunded_wallet": "Заказ {orderId} возвращён: {price} зачислены на ваш кошелёк.",

@@ -34,11 +34,11 @@ from commerce.stars import CURRENCY as STARS_CURRENCY
 from commerce.stars import invoice_payload
 from integrations.payments import ProviderError
 from models.base import db, utcnow
-from models.commerce import Order
+from models.commerce import Customer, Order
 from models.fulfillment import Entitlement
 from models.payments import PaymentIntent
 from models.transactions import locked
-from ops import maintenance
+from ops import maintenance, sealing
 
 RETURN_PATH = "/checkout/return"
 INVOICE_TITLE_MAX = 32  # Telegram's sendInvoice limits
@@ -48,6 +48,7 @@ MAINTENANCE_ACTIVE = "maintenance_active"
 UNKNOWN_PAYMENT_METHOD = "unknown_payment_method"
 ORDER_NOT_PAYABLE = "order_not_payable"
 WALLET_TOPUP = "wallet_topup"
+GIFT_UNDELIVERABLE = "gift_undeliverable"  # a gift card's code could not reach its buyer
 
 
 class CheckoutRejected(ValueError):
@@ -99,6 +100,8 @@ def checkout(
         raise CheckoutRejected(methods.PROVIDER_CURRENCY_UNSUPPORTED, f"{method} takes no payment in {currency}")
     if method == methods.WALLET and kind == "topup":
         raise CheckoutRejected(WALLET_TOPUP, "a wallet is topped up through a provider, not from itself")
+    if kind == "gift":
+        _require_gift_delivery(customer_id)
     if kind == "addon" and subscription_id is not None and not _has_period(subscription_id):
         raise CheckoutRejected(NO_CURRENT_ENTITLEMENT, "the subscription has no period an add-on could go onto")
     fields = dict(
@@ -129,6 +132,19 @@ def checkout(
     if method == methods.STARS:
         return _answer(order, method, invoice=_invoice(order))
     return _answer(order, method, confirmation_url=_hosted_payment(providers, public_url, order, method))
+
+
+def _require_gift_delivery(customer_id):
+    """A gift card's code reaches its buyer once, sealed, in Telegram (commerce/gift_purchase.py): sold only
+    where it can be sealed and to a buyer the bot can write to, or the buyer would pay for a code never seen.
+    An unknown customer is left to create_order's 404."""
+    if not sealing.available():
+        raise CheckoutRejected(GIFT_UNDELIVERABLE, "gift cards need APP_DATA_ENCRYPTION_KEY to seal their codes")
+    customer = Customer.get_or_none(Customer.id == customer_id)
+    if customer is not None and customer.telegram_id is None:
+        raise CheckoutRejected(
+            GIFT_UNDELIVERABLE, "a gift card's code is sent to its buyer in Telegram; this customer has no Telegram"
+        )
 
 
 def return_url(public_url):

@@ -83,6 +83,12 @@ def issue_bought_gift(order, now):
     return card
 
 
+def redemption_of(order_id):
+    """The order that redeemed the gift card `order_id` bought, or None (not redeemed, or no card)."""
+    card = GiftCard.get_or_none(GiftCard.purchase_order == order_id)
+    return None if card is None else card.redemption_order_id
+
+
 def expire_refunded_gift(order_id, now):
     """In a full refund's transaction: the order's unredeemed gift card expires now. True if it did."""
     expired = GiftCard.update(status="expired", expires_at=now).where(

@@ -32,7 +32,9 @@ Where the money goes, by how the order was paid:
   refunds what is left, or the orders it paid for.
 
 A bought gift card (commerce/gift_purchase.py) refunded in full expires if
-it has not been redeemed yet.
+it has not been redeemed yet; one already redeemed takes back what it gave:
+the redemption order is refunded too (it paid nothing), its access revoked
+as any full refund's is, and the recipient told (`gift_revoked`).
 
 Upgrades (commerce/proration.py): an order whose period an upgrade credited
 gives back at most what was paid less that credit (the rest already went to
@@ -82,6 +84,7 @@ PARTIAL_REFUND_UNSUPPORTED = "partial_refund_unsupported"
 
 NOTICE_REFUND_MANUAL = "refund_manual"
 NOTICE_CUSTOMER_REFUNDED = "order_refunded"  # a customer notice: _wallet when it went there, _full when access ends
+NOTICE_GIFT_REVOKED = "gift_revoked"  # to a gift's recipient: its buyer was refunded in full, the access is off
 
 # The keys settlement books an order's payment under (commerce/ledger.py).
 PAYMENT_KEYS = ("order:{}:payment", "order:{}:wallet", "order:{}:topup")
@@ -137,9 +140,28 @@ def refund_order(order_id, amount_minor=None, to=None):
             _tell_customer(order, refund, amount, full)
         if full:
             revoke_access(order.id)
-            if order.operation == "gift":
-                gift_purchase.expire_refunded_gift(order.id, utcnow())
+            if order.operation == "gift" and not gift_purchase.expire_refunded_gift(order.id, utcnow()):
+                _withdraw_redeemed_gift(gift_purchase.redemption_of(order.id))
         return Order.get_by_id(order.id)
+
+
+def _withdraw_redeemed_gift(redemption_order_id):
+    """A refunded gift card's redemption: refunded with it (nothing to give back), its access revoked, the
+    recipient told. In the refund's transaction."""
+    if redemption_order_id is None:
+        return
+    redemption = locked(Order.select().where(Order.id == redemption_order_id)).first()
+    if redemption is None or redemption.status not in REFUNDABLE_STATES:
+        return
+    Order.update(status="refunded", refunded_at=utcnow()).where(Order.id == redemption.id).execute()
+    revoke_access(redemption.id)
+    queue_customer_notice(
+        redemption.customer_id,
+        NOTICE_GIFT_REVOKED,
+        f"order:{redemption.id}",
+        {"orderId": redemption.id, "planId": redemption.plan_id},
+        returning=False,
+    )
 
 
 def _tell_customer(order, refund, amount, full):

@@ -122,8 +122,9 @@ def receive(adapter, body, headers):
     return Intake(200, ACCEPTED, stored)
 
 
-# Ahead of the fulfillment jobs in the same queue: a payment is recorded before anything it pays for is applied.
-@huey.job(JOB_KIND, queue="critical", max_attempts=ATTEMPTS, priority=1)
+# With the fulfillment jobs, in the order they came: a flood of deliveries (forged YooKassa notifications
+# cost a fetch each) holds up no access already paid for longer than the deliveries before it.
+@huey.job(JOB_KIND, queue="critical", max_attempts=ATTEMPTS)
 def webhook_delivery(deliveryId):
     return settle_delivery(deliveryId)
 

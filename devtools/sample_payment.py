@@ -5,9 +5,10 @@ Once the fake YooKassa and the web process answer, the sample customer checks
 out a plan through YooKassa (`commerce.checkout`, which creates the payment at
 the fake with the intent's idempotence key), and a few seconds later the
 fake's control side completes it. The fake then POSTs its unsigned
-notification to the web process's /v1/webhooks/yookassa, which fetches the
-payment back from the fake before settling the order; the worker makes the
-user on the fake panel. Nothing here settles anything itself.
+notification to the web process's /v1/webhooks/yookassa, which stores it with
+its job and answers; the worker's job fetches the payment back from the fake
+and settles the order, and the worker makes the user on the fake panel.
+Nothing here settles anything itself.
 
 The checkout is keyed, so a restarted stack finds the same order and payment
 instead of making another. Afterwards the command waits for the order to be

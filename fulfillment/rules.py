@@ -29,6 +29,7 @@ NOT_PROVISIONED = "not_provisioned"  # its entitlement's create ended without pr
 NOTICE_FULFILLMENT_FAILURE = "fulfillment_failure"
 NOTICE_ORDER_PAID = "order_paid"
 NOTICE_CUSTOMER_ACCESS_READY = "access_ready"  # to the customer, by the bot: their create succeeded
+NOTICE_CUSTOMER_ACCESS_RENEWED = "access_renewed"  # instead, when the create was a renewal's: the link is unchanged
 
 
 def backoff_seconds(attempt):

@@ -703,15 +703,18 @@ def record(claim, outcome):
 def _access_ready(claim, now):
     """The customer's "your access is ready" notice (SPEC 14.4), once per entitlement, in this
     transaction: it exists exactly when the create's success does. It names the subscription
-    and the entitlement only; the bot reads the link from the panel when it delivers it."""
+    and the entitlement only; the bot reads the link from the panel when it delivers it. A
+    renewal's create is told as `access_renewed` instead: the same user and link, a new end."""
     payload = json.dumps({"entitlementId": claim.entitlement_id, "subscriptionId": claim.subscription_id})
     return (
         "INSERT INTO customer_notices (customer_id, kind, dedupe_key, payload, created_at)"
-        " SELECT customer_id, %s, %s, %s, %s FROM subscriptions WHERE id = %s"
+        " SELECT s.customer_id, CASE WHEN o.operation = 'renewal' THEN %s ELSE %s END, %s, %s, %s"
+        " FROM subscriptions AS s JOIN entitlements AS e ON e.id = %s LEFT JOIN orders AS o ON o.id = e.order_id"
+        " WHERE s.id = %s"
         " ON CONFLICT (kind, dedupe_key) DO NOTHING",
-        (rules.NOTICE_CUSTOMER_ACCESS_READY, f"entitlement:{claim.entitlement_id}", payload, now,
-         claim.subscription_id),
-    )
+        (rules.NOTICE_CUSTOMER_ACCESS_RENEWED, rules.NOTICE_CUSTOMER_ACCESS_READY,
+         f"entitlement:{claim.entitlement_id}", payload, now, claim.entitlement_id, claim.subscription_id),
+    )  # fmt: skip
 
 
 def _fulfil_orders_of_subscription(claim, now):

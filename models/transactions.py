@@ -116,25 +116,6 @@ def cached_select(name, build, params):
     return list(query._get_cursor_wrapper(db.execute_sql(sql, list(params))))
 
 
-def fetch_one_flushed_by_next_commit(sql, params=()):
-    """fetch_one of one write committed on its own, whose COMMIT does not wait for the disk
-    (PostgreSQL's synchronous_commit off for that statement's own transaction; SQLite: as
-    fetch_one). Outside any transaction only.
-
-    For a write that must be committed (visible to everyone, kept if this process dies) before
-    what follows it, and that a later synchronous commit of the same request makes durable
-    before anyone is answered: WAL is flushed in order, so that commit's flush covers this one.
-    Until then only a crash of the database server itself could lose it, and then the caller
-    never answered. Never for a write that is the last one before an answer. On PostgreSQL the
-    SET LOCAL and the write go as one query string, which the server runs as one implicit
-    transaction: one round trip, as the plain write costs."""
-    if db.in_transaction():
-        raise RuntimeError("a write flushed by the next commit is committed on its own, outside any transaction")
-    if not is_postgres():
-        return fetch_one(sql, params)
-    return db.execute_sql("SET LOCAL synchronous_commit TO off;\n" + sql, params).fetchone()
-
-
 def locked(query):
     return query.for_update() if is_postgres() else query
 

@@ -194,8 +194,8 @@ def refund_effect(order, provider):
         )
     elif order.operation == "gift" and order.settled_by not in FREE_PATHS:
         full = (
-            "In full, the gift card expires if it has not been redeemed yet; a redeemed card's access stays"
-            " with whoever redeemed it."
+            "In full, the gift card expires if it has not been redeemed yet; a redeemed card's access is"
+            " switched off and whoever redeemed it is told."
         )
     elif order.operation == "addon":
         full = "The add-on's extra traffic and devices stay until the period ends: nothing is revoked."

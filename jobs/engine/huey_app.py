@@ -166,12 +166,12 @@ class OmniflowHuey(Huey):
         args = {"task": type(task).__name__} if kind == PERIODIC_KIND else task.kwargs
         return self.client.insert(kind, args, scheduled_at=task.eta, priority=task.priority)
 
-    def dequeue(self):
-        """Claim one due job of any queue (Huey's own consumer and tests use this)."""
+    def dequeue(self, kind=None):
+        """Claim one due job of any queue, of `kind` if given (Huey's own consumer and tests use this)."""
         from jobs.engine.executor import ClaimedJob
 
         sql = self.client.sql
-        rows = sql.claim(None, 1, self.worker_id, utcnow())
+        rows = sql.claim(None, 1, self.worker_id, utcnow(), kind)
         if not rows:
             return None
         return self.task_for(ClaimedJob.from_row(rows[0], self.worker_id, sql))

@@ -102,10 +102,10 @@ class QueueSQL:
 
     # -- claim ------------------------------------------------------------------
 
-    def claim(self, queue, limit, worker_id, now):
-        """Move up to `limit` due jobs of `queue` (any queue when None) to running."""
-        queue_filter = "queue = %s AND " if queue else ""
-        params = [now, worker_id] + ([queue] if queue else []) + [now, limit]
+    def claim(self, queue, limit, worker_id, now, kind=None):
+        """Move up to `limit` due jobs of `queue` (any queue when None), of `kind` if given, to running."""
+        queue_filter = ("queue = %s AND " if queue else "") + ("kind = %s AND " if kind else "")
+        params = [now, worker_id] + ([queue] if queue else []) + ([kind] if kind else []) + [now, limit]
         with self.claim_transaction():
             cursor = self.execute(
                 "UPDATE jobs SET state = 'running', attempt = attempt + 1, "

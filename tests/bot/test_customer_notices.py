@@ -144,6 +144,22 @@ def test_a_5xx_leaves_the_notice_pending_and_a_later_tick_sends_it_once(loop, bu
     assert len(fake_telegram.accepted("sendMessage")) == 1 and notices()[0].status == "sent"
 
 
+def test_a_renewal_is_told_as_renewed_once_with_its_new_end_and_no_link_again(loop, buyer, fake_telegram):
+    settlement = bought(buyer)
+    loop.tick()
+    subscription = Entitlement.get_by_id(settlement.entitlement_id).subscription
+    _, renewal, _ = sales.paid_order(buyer, Entitlement.get_by_id(settlement.entitlement_id).plan, kind="renewal",
+                                     subscription=subscription)  # fmt: skip
+    fulfil()
+    (renewed,) = notices("access_renewed")
+    assert renewed.dedupe_key == f"entitlement:{renewal.entitlement_id}" and len(notices("access_ready")) == 1
+    loop.tick()
+    (sent,) = fake_telegram.accepted("sendMessage")
+    ends = Entitlement.get_by_id(renewal.entitlement_id).ends_at.strftime("%Y-%m-%d")
+    assert sent["params"]["text"].startswith("Your subscription is renewed: Monthly until " + ends)
+    assert bot_link(settlement) not in sent["params"]["text"] and len(fake_telegram.accepted("sendPhoto")) == 1
+
+
 def test_access_ready_waits_while_the_panel_does_not_answer(loop, buyer, fake_telegram, bot_services):
     bought(buyer)
     bot_services.panel.set_faults(fail_rate=1.0)

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from commerce import codes, gift_purchase
+from commerce import codes, gift_purchase, ledger
 from commerce.activations import CODE_USED_UP, ActivationRejected, activate_gift_card
-from commerce.checkout import checkout
+from commerce.checkout import GIFT_UNDELIVERABLE, CheckoutRejected, checkout
 from commerce.orders import create_order
 from commerce.settlement import settle_order
 from models.catalogue import GiftCard
@@ -116,6 +116,23 @@ def test_without_a_data_key_the_card_is_issued_and_an_operator_is_told_the_code_
     assert operator.dedupe_key == f"gift_card:{card.id}" and Order.get_by_id(order.id).status == "fulfilled"
 
 
+def test_a_gift_is_not_sold_to_a_buyer_its_code_could_never_reach_and_nothing_is_written(shop, data_key):
+    plan = rub_plan()
+    without_telegram = commerce.customer()  # a scripted shop's customer, no Telegram account
+    assert without_telegram.telegram_id is None
+    with pytest.raises(CheckoutRejected) as refused:
+        checkout(shop.providers, PUBLIC_URL, without_telegram.id, "gift", "yookassa", "RUB", plan_id=plan.id, key="g")
+    assert refused.value.code == GIFT_UNDELIVERABLE
+    assert Order.select().count() == 0 and not shop.yookassa.payments()
+
+
+def test_without_a_data_key_no_gift_is_sold_at_checkout(shop):
+    assert not sealing.available()
+    with pytest.raises(CheckoutRejected) as refused:
+        checkout(shop.providers, PUBLIC_URL, sales.customer().id, "gift", "yookassa", "RUB", plan_id=rub_plan().id)
+    assert refused.value.code == GIFT_UNDELIVERABLE and Order.select().count() == 0
+
+
 def test_a_gift_checked_out_at_yookassa_settles_by_its_webhook_once_however_often_it_is_delivered(shop, data_key):
     buyer, plan = sales.customer(), rub_plan()
     result = checkout(shop.providers, PUBLIC_URL, buyer.id, "gift", "yookassa", "RUB", plan_id=plan.id, key="g")
@@ -157,6 +174,29 @@ def test_a_full_refund_of_a_bought_gift_expires_its_code_if_it_is_not_redeemed_y
     with pytest.raises(ActivationRejected) as refused:
         activate_gift_card(sales.customer("Bob", "bob").id, code)
     assert refused.value.code == CODE_EXPIRED and Entitlement.select().count() == 0
+
+
+def test_a_full_refund_of_a_redeemed_gift_revokes_the_recipients_access_and_tells_them(database, data_key):
+    from commerce.refunds import NOTICE_GIFT_REVOKED, refund_order
+    from tests.support.shop import fulfil
+
+    buyer, friend, plan = sales.customer(), sales.customer("Bob", "bob"), rub_plan()
+    sales.topped_up(buyer, 50000)
+    order = create_order(buyer.id, "gift", "RUB", plan_id=plan.id)
+    settle_order(order.id, "wallet")
+    entitlement_id = activate_gift_card(friend.id, delivered_code(order.id)).entitlement_id
+    fulfil()  # the recipient's user is on the panel
+    redemption = Entitlement.get_by_id(entitlement_id).order_id
+
+    refund_order(order.id)
+    assert [Order.get_by_id(o).status for o in (order.id, redemption)] == ["refunded", "refunded"]
+    assert ledger.balance(buyer.id, "RUB") == 50000  # the buyer's money is back in the wallet
+    (disable,) = FulfillmentOperation.select().where(
+        FulfillmentOperation.entitlement == entitlement_id, FulfillmentOperation.operation == "disable"
+    )
+    assert disable.idempotency_key == f"refund:{redemption}:disable"
+    (told,) = CustomerNotice.select().where(CustomerNotice.kind == NOTICE_GIFT_REVOKED)
+    assert told.customer_id == friend.id and json.loads(told.payload) == {"orderId": redemption, "planId": plan.id}
 
 
 def test_a_partial_refund_of_a_bought_gift_leaves_its_code_valid(database, data_key):

@@ -8,9 +8,9 @@ from models.base import utcnow
 from models.jobs import Job
 
 
-def run_next():
-    """Claim and run the next due job; return its id, or None when nothing is due."""
-    task = huey.dequeue()
+def run_next(kind=None):
+    """Claim and run the next due job (of `kind` if given); return its id, or None when nothing is due."""
+    task = huey.dequeue(kind)
     if task is None:
         return None
     huey.execute(task)

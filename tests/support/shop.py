@@ -203,14 +203,11 @@ def fulfil():
 
 
 def settle_deliveries():
-    """Run the webhook_delivery jobs due now, and only those (they come first: their kind's priority is
-    higher than any other's): what the worker does first with the deliveries the web process stored.
-    Returns the outcome each left on its delivery."""
+    """Run the webhook_delivery jobs due now, and only those, as the worker runs them: what it does with
+    the deliveries the web process stored. Returns the outcome each left on its delivery."""
     outcomes = []
-    while due_deliveries().exists():
-        job_id = run_next()
+    while (job_id := run_next(webhooks.JOB_KIND)) is not None:
         job = Job.get_by_id(job_id)
-        assert job.kind == webhooks.JOB_KIND, f"job {job_id} ({job.kind}) ran before a webhook delivery"
         outcomes.append(ProviderWebhookEvent.get_by_id(job.args_dict["deliveryId"]).outcome)
     return outcomes
 
