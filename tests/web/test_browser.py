@@ -211,8 +211,13 @@ def test_an_operator_reads_a_ticket_with_its_photo_replies_and_queues_an_announc
         page.wait_for_url(f"**/panel/support/tickets/{ticket.id}")
         photo = page.locator(f'.attachment[data-digest="{digest}"] img')
         photo.wait_for(state="visible")
-        # Served by the attachment route and decoded by the browser: a picture, not a broken image.
-        assert photo.evaluate("img => img.complete && img.naturalWidth") > 0
+        # Served by the attachment route and decoded by the browser: a picture, not a broken image. Visible
+        # comes before loaded: wait for its load (or its error, which leaves no width).
+        loaded_width = (
+            "img => img.complete ? img.naturalWidth : new Promise(done => {"
+            " img.onload = () => done(img.naturalWidth); img.onerror = () => done(0); })"
+        )
+        assert photo.evaluate(loaded_width) > 0
         reply = page.locator("#reply")
         reply.locator("textarea[name=text]").fill("Thanks, we are on it: reinstall the profile, please.")
         reply.locator("input[name=reason]").fill("customer support")
