@@ -150,8 +150,8 @@ def _withdraw_redeemed_gift(redemption_order_id):
     recipient told. In the refund's transaction."""
     if redemption_order_id is None:
         return
-    redemption = locked(Order.select().where(Order.id == redemption_order_id)).first()
-    if redemption is None or redemption.status not in REFUNDABLE_STATES:
+    redemption = locked(Order.select().where(Order.id == redemption_order_id)).get()
+    if redemption.status not in REFUNDABLE_STATES:
         return
     Order.update(status="refunded", refunded_at=utcnow()).where(Order.id == redemption.id).execute()
     revoke_access(redemption.id)

@@ -97,11 +97,7 @@ class Intake:
 
 class DeliveryRetry(Exception):
     """The delivery could not be confirmed now (the provider's API, or its credentials here); the queue
-    runs the job again with backoff. The code is also on the delivery's row."""
-
-    def __init__(self, code):
-        super().__init__(code)
-        self.code = code
+    runs the job again with backoff. Its message is the code, which is also on the delivery's row."""
 
 
 def receive(adapter, body, headers):
@@ -111,13 +107,12 @@ def receive(adapter, body, headers):
     except WebhookRejected as rejected:
         event, refused = None, rejected.code
     if refused is not None:
-        stored, _ = _store(adapter.name, body, None, refused)  # answered next: its commit waits for the disk
+        stored, _ = _store(adapter.name, body, None, refused)
         return Intake(401 if refused == BAD_SIGNATURE else 400, refused, stored)
     with db.atomic():
         stored, seen = _store(adapter.name, body, event, ACCEPTED)
         if seen:
-            _processed(stored, payments.REPLAYED, None, signature_ok=event.signed)
-            return Intake(200, payments.REPLAYED, stored)
+            return Intake(200, _processed(stored, REPLAYED, None, signature_ok=event.signed), stored)
         jobs.client.insert_new([jobs.JobInsert(JOB_KIND, {"deliveryId": stored})])
     return Intake(200, ACCEPTED, stored)
 
@@ -129,15 +124,14 @@ def webhook_delivery(deliveryId):
     return settle_delivery(deliveryId)
 
 
-def settle_delivery(delivery_id, adapters=None):
-    """Confirm and apply one stored delivery (steps 3–6); returns its outcome. `adapters`: the providers
-    to confirm with ({name: adapter}), this process's configured ones when None."""
+def settle_delivery(delivery_id):
+    """Confirm and apply one stored delivery (steps 3–6) with this process's providers; returns its outcome."""
     row = fetch_one(_LOAD, (delivery_id,))
     if row is None or row[3] is not None:
         return None if row is None else row[4]
     provider, event_id, body = row[0], row[1], bytes(row[2])
     try:
-        adapter = providers.adapter(providers.process_providers() if adapters is None else adapters, provider)
+        adapter = providers.adapter(providers.process_providers(), provider)
     except providers.ProviderNotConfigured as missing:
         _mark_outcome(delivery_id, missing.code)
         raise DeliveryRetry(missing.code) from None
@@ -146,30 +140,29 @@ def settle_delivery(delivery_id, adapters=None):
     except WebhookRejected as rejected:  # read once at intake already: only a changed adapter gets here
         _mark_outcome(delivery_id, rejected.code)
         return rejected.code
-    if event.subject == SUBJECT_REFUND and hasattr(adapter, "fetch_refund"):
-        return _refund_notification(adapter, delivery_id, event)
-    if event.subject != SUBJECT_PAYMENT:
-        return _processed(delivery_id, IGNORED, None, signature_ok=event.signed).outcome
+    refund = event.subject == SUBJECT_REFUND and hasattr(adapter, "fetch_refund")
+    if not refund and event.subject != SUBJECT_PAYMENT:
+        return _processed(delivery_id, IGNORED, None, signature_ok=event.signed)
     if _applied_elsewhere(provider, event_id, delivery_id):
-        return _processed(delivery_id, payments.REPLAYED, None, signature_ok=event.signed).outcome
+        return _processed(delivery_id, REPLAYED, None, signature_ok=event.signed)
+    if refund:
+        return _refund_notification(adapter, delivery_id, event)
     payment = _signed_payment(event) if event.signed else _fetched(adapter.fetch_payment, event.payment_id, delivery_id)
     if payment is None:
         return UNCONFIRMED
     with db.atomic():
         applied = payments.apply_payment(payment, "provider_webhook")
-        return _processed(delivery_id, applied.outcome, applied.intent_id, signature_ok=True).outcome
+        return _processed(delivery_id, applied.outcome, applied.intent_id, signature_ok=True)
 
 
 def _refund_notification(adapter, delivery_id, event):
     """A refund's notification, a hint like a payment's: the refund is fetched from the API and what the API
     says finishes its row as the provider_refund job's poll would (commerce/provider_refund.py)."""
-    if _applied_elsewhere(event.provider, event.event_id, delivery_id):
-        return _processed(delivery_id, payments.REPLAYED, None, signature_ok=event.signed).outcome
     answer = _fetched(adapter.fetch_refund, event.refund_id, delivery_id)
     if answer is None:
         return UNCONFIRMED
     with db.atomic():
-        return _processed(delivery_id, provider_refund.apply_notified_refund(answer), None, signature_ok=True).outcome
+        return _processed(delivery_id, provider_refund.apply_notified_refund(answer), None, signature_ok=True)
 
 
 def _fetched(fetch, provider_id, delivery_id):
@@ -231,9 +224,10 @@ def _blob(body):
 
 
 def _processed(stored, outcome, intent_id, signature_ok):
-    """Marked processed with its outcome; inside the settlement's transaction it commits with it."""
+    """Marked processed with its outcome, which it returns; inside the settlement's transaction it commits
+    with it."""
     execute_all([(_MARK_PROCESSED, (utcnow(), outcome, intent_id, signature_ok, stored))])
-    return Intake(200, outcome, stored)
+    return outcome
 
 
 def _mark_outcome(stored, outcome):
