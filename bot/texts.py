@@ -46,8 +46,9 @@ CATALOG = {
         "button_gift": "🎁 Buy as a gift",
         "gift_methods_header": "A gift card for {plan}: you get a code to pass on, and whoever activates it gets "
         "the plan. How would you like to pay?",
-        "paid_gift_from_wallet": "Paid {price} from your wallet for a {plan} gift card. Its code follows in a moment.",
-        "gift_payment_received": "Payment received: {price}. The code of your gift card follows in a moment.",
+        "notice_gift_paid_from_wallet": "Paid {price} from your wallet for a {plan} gift card. "
+        "Its code follows in a moment.",
+        "notice_gift_payment_received": "Payment received: {price}. The code of your gift card follows in a moment.",
         "method_stars": "Telegram Stars: {price}",
         "method_wallet": "Wallet: {price} (balance {balance})",
         "method_yookassa": "Card (YooKassa): {price}",
@@ -56,9 +57,9 @@ CATALOG = {
         "invoice_sent": "Here is your invoice for {plan}: {price}.",
         "pay_by_link": "Order {order}: {plan}, {price}. Pay on the page the button opens; "
         "we will message you as soon as the payment arrives.",
-        "paid_from_wallet": "Paid {price} from your wallet for {plan}. Your access is being set up: "
+        "notice_paid_from_wallet": "Paid {price} from your wallet for {plan}. Your access is being set up: "
         "we will message you when it is ready.",
-        "payment_received": "Payment received: {price}. Your access is being set up: "
+        "notice_payment_received": "Payment received: {price}. Your access is being set up: "
         "we will message you when it is ready.",
         "maintenance": "The shop is closed for maintenance. Nothing can be bought right now; please try again later.",
         "insufficient_funds": "Your wallet balance is not enough for this purchase.",
@@ -156,9 +157,9 @@ CATALOG = {
         "button_gift": "🎁 Купить в подарок",
         "gift_methods_header": "Подарочная карта «{plan}»: вы получите код, и тот, кто его активирует, получит "
         "тариф. Как хотите оплатить?",
-        "paid_gift_from_wallet": "Списано {price} с кошелька за подарочную карту «{plan}». Код придёт следующим "
+        "notice_gift_paid_from_wallet": "Списано {price} с кошелька за подарочную карту «{plan}». Код придёт следующим "
         "сообщением.",
-        "gift_payment_received": "Платёж получен: {price}. Код подарочной карты придёт следующим сообщением.",
+        "notice_gift_payment_received": "Платёж получен: {price}. Код подарочной карты придёт следующим сообщением.",
         "method_stars": "Telegram Stars: {price}",
         "method_wallet": "Кошелёк: {price} (баланс {balance})",
         "method_yookassa": "Картой (ЮKassa): {price}",
@@ -167,9 +168,9 @@ CATALOG = {
         "invoice_sent": "Ваш счёт за «{plan}»: {price}.",
         "pay_by_link": "Заказ {order}: {plan}, {price}. Оплатите на странице, которую откроет кнопка; "
         "мы напишем, как только платёж придёт.",
-        "paid_from_wallet": "Списано {price} с кошелька за «{plan}». Доступ подключается: "
+        "notice_paid_from_wallet": "Списано {price} с кошелька за «{plan}». Доступ подключается: "
         "мы напишем, когда он будет готов.",
-        "payment_received": "Платёж получен: {price}. Доступ подключается: мы напишем, когда он будет готов.",
+        "notice_payment_received": "Платёж получен: {price}. Доступ подключается: мы напишем, когда он будет готов.",
         "maintenance": "Магазин закрыт на техническое обслуживание. Сейчас ничего нельзя купить; попробуйте позже.",
         "insufficient_funds": "На кошельке недостаточно средств для этой покупки.",
         "gift_unavailable": "Подарочные карты сейчас нельзя купить. Попробуйте позже.",

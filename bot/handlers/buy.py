@@ -12,6 +12,10 @@
   payment delivered again never pays twice.
 - Wallet: the order is made and paid from the balance in the update's
   transaction; a balance that cannot cover it refuses, nothing written.
+- The receipt of a Stars or wallet payment is a customer notice the
+  settlement writes in that transaction, delivered by the customer-notice
+  loop (bot/customer_notices.py): an answer sent after the commit would be
+  lost to a crash in between.
 - YooKassa, CryptoBot: the order is made in the update's transaction (its
   idempotency key names the update); the payment at the provider is created
   after the commit, outside any transaction (commerce.checkout with the same
@@ -184,14 +188,11 @@ def on_pay(query, context, plan_id, method, currency, kind="purchase"):
         raise refusal_for(context, query, rejected.code) from None
     _close_cart(context, chat, plan, method, currency, made.order_id)
     context.answer_callback(query.id)
-    price = texts.money(made.amount_minor, made.currency)
     if method == methods.STARS:
+        price = texts.money(made.amount_minor, made.currency)
         context.send(chat, context.text("invoice_sent", plan=plan.name, price=price))
         context.send_invoice(chat, made.invoice)
-    else:
-        paid = context.text("paid_gift_from_wallet" if kind == "gift" else "paid_from_wallet", plan=plan.name,
-                            price=price)  # fmt: skip
-        context.send(chat, paid, keyboards.back(context.language))
+    # Paid from the wallet: the receipt is the settlement's customer notice (commerce/settlement.py).
 
 
 def refusal_for(context, query, code):
@@ -302,12 +303,8 @@ def on_successful_payment(message, context):
     except StarsRejected:
         on_unmatched_payment(message, context)
         return
-    if applied.outcome == SETTLED:
-        price = texts.money(payment.total_amount, payment.currency)
-        order = Order.get_by_id(order_of(payment.invoice_payload))
-        received = "gift_payment_received" if order.operation == "gift" else "payment_received"
-        context.send(message.chat.id, context.text(received, price=price))
-    elif applied.outcome != REPLAYED:
+    # Settled: the receipt is the settlement's customer notice, written with it (commerce/settlement.py).
+    if applied.outcome not in (SETTLED, REPLAYED):
         # The money arrived but paid nothing (an amount or order that did not match):
         # apply_payment queued the operator notice that gets it refunded or settled by hand.
         context.send(message.chat.id, context.text("payment_unmatched"))

@@ -50,6 +50,20 @@ def customer():
     return Customer.get(Customer.telegram_id == ANN["id"])
 
 
+def receipts(fake):
+    said = [message["text"] or "" for message in fake.bot_messages(ANN["id"])]
+    return [text for text in said if text.startswith(("Payment received", "Paid "))]
+
+
+def deliver_notices(bot):
+    """Two ticks of the customer-notice loop: what it sends, it sends once."""
+    from bot.customer_notices import CustomerNoticeLoop
+
+    loop = CustomerNoticeLoop(bot.telebot, threading.Event())
+    loop.tick()
+    loop.tick()
+
+
 def choose(bot, fake, *presses):
     for data in presses:
         fake.press(ANN, data)
@@ -126,7 +140,10 @@ def test_stars_sends_an_xtr_invoice_and_its_payment_settles_the_order_once(bot, 
     assert (order.status, order.settled_by) == ("paid", "stars")
     (intent,) = PaymentIntent.select()
     assert (intent.provider, intent.status, intent.amount_minor) == ("stars", "succeeded", 250)
-    assert last(fake_telegram)["text"].startswith("Payment received: 250 ⭐. Your access is being set up")
+    assert receipts(fake_telegram) == []  # not an answer sent after the commit: a notice written with it
+    deliver_notices(bot)
+    (receipt,) = receipts(fake_telegram)
+    assert receipt.startswith("Payment received: 250 ⭐. Your access is being set up")
 
 
 def test_the_same_charge_in_a_second_update_pays_nothing_twice(bot, fake_telegram, plan):
@@ -137,8 +154,8 @@ def test_the_same_charge_in_a_second_update_pays_nothing_twice(bot, fake_telegra
     assert bot.drain() == [APPLIED, APPLIED]
     assert PaymentIntent.select().count() == 1
     assert Order.get_by_id(order.id).status == "paid"
-    texts = [message["text"] for message in fake_telegram.bot_messages(ANN["id"])]
-    assert sum(text.startswith("Payment received") for text in texts) == 1
+    deliver_notices(bot)
+    assert len(receipts(fake_telegram)) == 1
 
 
 @pytest.mark.parametrize("why", ["changed_price", "expired_order", "maintenance", "someone_elses_order"])
@@ -181,7 +198,10 @@ def test_the_wallet_refuses_a_balance_too_small_and_pays_from_one_that_covers_it
     assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]
     order = Order.get(Order.operation == "purchase")
     assert (order.status, order.settled_by, order.amount_minor) == ("paid", "wallet", 19900)
-    assert last(fake_telegram)["text"].startswith("Paid 199.00 RUB from your wallet for Monthly.")
+    assert receipts(fake_telegram) == []
+    deliver_notices(bot)
+    (receipt,) = receipts(fake_telegram)
+    assert receipt.startswith("Paid 199.00 RUB from your wallet for Monthly.")
 
 
 @pytest.mark.parametrize("method, currency", [("yookassa", "RUB"), ("cryptobot", "USD")])
@@ -248,7 +268,6 @@ def test_a_plans_gift_screen_offers_its_ways_to_pay_for_a_card_and_leads_back_to
 
 
 def test_a_gift_paid_from_the_wallet_sends_its_code_once_and_a_friend_activates_it(bot, fake_telegram, plan, data_key):
-    from bot.customer_notices import CustomerNoticeLoop
     from commerce.activations import activate_gift_card
     from models.catalogue import GiftCard
     from models.fulfillment import Entitlement
@@ -258,16 +277,12 @@ def test_a_gift_paid_from_the_wallet_sends_its_code_once_and_a_friend_activates_
     assert choose(bot, fake_telegram, gift(plan, "wallet", "RUB")) == [APPLIED]
     order = Order.get(Order.operation == "gift")
     assert (order.status, order.settled_by, order.amount_minor) == ("fulfilled", "wallet", 19900)
-    assert last(fake_telegram)["text"] == (
-        "Paid 199.00 RUB from your wallet for a Monthly gift card. Its code follows in a moment."
-    )
     assert Entitlement.select().count() == 0  # the buyer gets the code, not the plan
 
-    loop = CustomerNoticeLoop(bot.telebot, threading.Event())
-    loop.tick()
-    loop.tick()
-    code_messages = [m for m in fake_telegram.bot_messages(ANN["id"]) if "gift card for Monthly:" in m.get("text", "")]
-    (sent,) = code_messages
+    deliver_notices(bot)
+    receipt, sent = fake_telegram.bot_messages(ANN["id"])[-2:]  # the receipt first, then the code
+    assert receipt["text"] == "Paid 199.00 RUB from your wallet for a Monthly gift card. Its code follows in a moment."
+    assert "gift card for Monthly:" in sent["text"]
     code = sent["text"].split(": ", 1)[1].split("\n", 1)[0]
     assert GiftCard.get().purchase_order_id == order.id and CustomerNotice.get().secret is None
 
@@ -283,7 +298,8 @@ def test_a_gift_paid_with_stars_says_its_code_follows(bot, fake_telegram, plan, 
     assert (order.operation, order.provider, order.amount_minor) == ("gift", "stars", 250)
     fake_telegram.successful_payment(ANN, "XTR", 250, f"order:{order.id}", charge_id="stx-gift-charge")
     assert bot.drain() == [APPLIED]
-    assert last(fake_telegram)["text"] == "Payment received: 250 ⭐. The code of your gift card follows in a moment."
+    deliver_notices(bot)
+    assert receipts(fake_telegram) == ["Payment received: 250 ⭐. The code of your gift card follows in a moment."]
     assert Order.get_by_id(order.id).status == "fulfilled" and GiftCard.get().purchase_order_id == order.id
 
 
