@@ -43,6 +43,13 @@ CATALOG = {
         "duration_many": "{days} days",
         "methods_header": "{plan}: how would you like to pay?",
         "methods_none": "This plan can't be paid for here right now.",
+        "extend_or_new": "You already have {plan}. Extend your subscription by {duration} (the same link, a later "
+        "end), or buy a new subscription with a link of its own?",
+        "button_extend": "Extend my subscription",
+        "button_extend_until": "Extend my subscription (ends {ends} UTC)",
+        "button_new_subscription": "New subscription",
+        "extend_methods_header": "{plan}: {duration} more after {ends} UTC, on the same link. How would you like to "
+        "pay?",
         "button_gift": "🎁 Buy as a gift",
         "gift_methods_header": "A gift card for {plan}: you get a code to pass on, and whoever activates it gets "
         "the plan. How would you like to pay?",
@@ -154,6 +161,12 @@ CATALOG = {
         "duration_many": "{days} дней",
         "methods_header": "{plan}: как хотите оплатить?",
         "methods_none": "Этот тариф сейчас нельзя оплатить здесь.",
+        "extend_or_new": "У вас уже есть «{plan}». Продлить подписку на {duration} (ссылка та же, окончание позже) "
+        "или купить новую подписку с отдельной ссылкой?",
+        "button_extend": "Продлить мою подписку",
+        "button_extend_until": "Продлить мою подписку (до {ends} UTC)",
+        "button_new_subscription": "Новая подписка",
+        "extend_methods_header": "«{plan}»: ещё {duration} после {ends} UTC, по той же ссылке. Как хотите оплатить?",
         "button_gift": "🎁 Купить в подарок",
         "gift_methods_header": "Подарочная карта «{plan}»: вы получите код, и тот, кто его активирует, получит "
         "тариф. Как хотите оплатить?",

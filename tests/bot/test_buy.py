@@ -321,3 +321,83 @@ def test_without_a_data_key_no_gift_card_is_offered_or_sold(bot, fake_telegram, 
     assert choose(bot, fake_telegram, *presses) == [REFUSED] * 3
     assert row_counts() == before
     assert last(fake_telegram)["text"] == "Gift cards can't be bought right now. Please try again later."
+
+
+# -- a plan the customer holds already: extend it, or a second subscription only when asked for --------------
+
+
+def extend(plan, slot, method, currency):
+    return keyboards.data(keyboards.EXTEND_PAY, f"{plan.id}:{slot}:{method}:{currency}")
+
+
+def test_a_plan_the_customer_holds_is_extended_on_the_same_link_unless_a_new_subscription_is_asked_for(
+    bot, fake_telegram, plan, bot_services
+):
+    from models.commerce import Subscription
+    from models.fulfillment import Entitlement, FulfillmentOperation
+    from tests.support.shop import fulfil
+
+    sales.topped_up(customer(), 100000, "RUB")
+    assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]  # no subscription yet: no choice
+    fulfil()
+    (subscription,) = Subscription.select()
+    (first,) = Entitlement.select()
+    (user,) = bot_services.panel.users()
+
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.PLAN, str(plan.id))) == [APPLIED]
+    shown = menu(fake_telegram)
+    assert shown["text"] == (
+        "You already have Monthly. Extend your subscription by 30 days (the same link, a later end), "
+        "or buy a new subscription with a link of its own?"
+    )
+    assert [(button["text"], button["callback_data"]) for button in buttons(shown)] == [
+        ("Extend my subscription", keyboards.data(keyboards.EXTEND, f"{plan.id}:{subscription.slot}")),
+        ("New subscription", keyboards.data(keyboards.NEW, str(plan.id))),
+        ("« Back", keyboards.data(keyboards.BUY)),
+    ]
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.EXTEND, f"{plan.id}:{subscription.slot}")) == [APPLIED]
+    shown = menu(fake_telegram)
+    assert shown["text"].startswith("Monthly: 30 days more after ")
+    assert buttons(shown)[1]["callback_data"] == extend(plan, subscription.slot, "wallet", "RUB")
+
+    assert choose(bot, fake_telegram, extend(plan, subscription.slot, "wallet", "RUB")) == [APPLIED]
+    extension = Order.get(Order.operation == "extension")
+    assert (extension.status, extension.subscription_id, extension.amount_minor) == ("paid", subscription.id, 19900)
+    (operation,) = FulfillmentOperation.select().where(FulfillmentOperation.correlation_id == f"order:{extension.id}")
+    fulfil()
+    assert Subscription.select().count() == 1  # no second subscription, so no second link
+    extended = Entitlement.get_by_id(operation.entitlement_id)
+    assert extended.subscription_id == subscription.id
+    assert extended.ends_at == first.ends_at + datetime.timedelta(days=30)
+    (after,) = bot_services.panel.users()
+    assert (after["id"], after["subscriptionUrl"]) == (user["id"], user["subscriptionUrl"])
+    assert after["expireAt"].startswith(extended.ends_at.isoformat(timespec="seconds"))
+    assert Subscription.get_by_id(subscription.id).remote_user_id == subscription.remote_user_id
+
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.NEW, str(plan.id))) == [APPLIED]
+    assert menu(fake_telegram)["text"] == "Monthly: how would you like to pay?"
+    assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]  # asked for: a second one
+    assert Subscription.select().count() == 2
+
+
+def test_an_extension_of_a_subscription_not_holding_the_plan_is_refused_and_nothing_written(bot, fake_telegram, plan):
+    sales.topped_up(customer(), 100000, "RUB")
+    before = row_counts()
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.EXTEND, f"{plan.id}:1")) == [REFUSED]
+    assert choose(bot, fake_telegram, extend(plan, 1, "wallet", "RUB")) == [REFUSED]
+    assert row_counts() == before
+
+
+def test_an_extension_at_a_hosted_provider_gives_the_payment_page_of_an_extension_order(bot, fake_telegram, plan):
+    from models.commerce import Subscription
+    from tests.support.shop import fulfil
+
+    sales.topped_up(customer(), 100000, "RUB")
+    choose(bot, fake_telegram, pay(plan, "wallet", "RUB"))
+    fulfil()
+    (subscription,) = Subscription.select()
+    assert choose(bot, fake_telegram, extend(plan, subscription.slot, "yookassa", "RUB")) == [APPLIED]
+    order = Order.get(Order.operation == "extension")
+    (intent,) = PaymentIntent.select()
+    assert (order.status, order.subscription_id, intent.order_id) == ("pending", subscription.id, order.id)
+    assert buttons(last(fake_telegram))[0]["url"] == intent.confirmation_url
