@@ -47,6 +47,7 @@ import logging
 
 from bot import keyboards, membership, services, texts
 from bot.handlers.fallback import on_unmatched_payment
+from bot.handlers.subscriptions import DATE_FORMAT
 from bot.updates import Answer, Refused
 from commerce import catalogue, ledger, phase
 from commerce import providers as methods
@@ -72,7 +73,6 @@ logger = logging.getLogger("omniflow.bot.buy")
 PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
 PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
 HELD_PHASES = (phase.PROVISIONING, phase.ACTIVE, phase.EXPIRING, phase.GRACE, phase.PAUSED)
-DATE_FORMAT = "%Y-%m-%d %H:%M"
 
 
 def refuse_plainly(context, query, key, markup=None, **values):
