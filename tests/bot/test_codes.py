@@ -110,7 +110,7 @@ def test_the_menu_waits_for_a_code_a_wrong_one_is_refused_and_the_right_one_take
 
 @pytest.mark.parametrize("language", ["en", "ru"])
 def test_the_trial_says_when_it_ends_not_a_length_its_name_may_already_say(bot, fake_telegram, language):
-    """A plan named "Trial, 3 days" was announced as "Trial, 3 days, 3 days"."""
+    """A plan named "Trial, 3 days" is announced with its end, never as "Trial, 3 days, 3 days"."""
     trial = samples.priced_plan("trial", prices={"RUB": 0}, trial=True, days=3)
     Plan.update(name="Trial, 3 days").where(Plan.id == trial.id).execute()
     Customer.update(language_code=language).where(Customer.telegram_id == ANN["id"]).execute()
