@@ -29,7 +29,9 @@ What a period is told depends on its subscription (`notice_for`):
   itself: 3 days before, `renews_from_wallet` (when and what it will cost)
   if the balance covers the renewal, else `renewal_needs_topup` (top the
   wallet up); in the last day nothing, because the `renewal` pass charges
-  it then, or sends its `dunning` notice when the wallet cannot pay;
+  it then, or sends its `dunning` notice when the wallet cannot pay (one
+  whose plan the wallet cannot renew, no longer priced in its currency, is
+  told as any other);
 - any other is told it ends (`expiring_3d`, `expiring_1d`) and how to
   extend it, and every one that ended is told `expired`.
 """
@@ -145,12 +147,12 @@ def notice_for(window, period):
         kind = TRIAL_KINDS.get(window.kind)
         return None if kind is None else (kind, {})
     if period.auto_renew and window.kind != EXPIRED:
-        if window.kind == EXPIRING_1D:
-            return None  # the renewal pass charges it now, or duns the customer
         try:
             price = plan_price(period.renewal_plan_id, period.currency)
         except CatalogueError:
-            return window.kind, {}  # the wallet cannot renew it: extending it by hand can
+            return window.kind, {}  # the wallet cannot renew it (the pass refuses): extending it by hand can
+        if window.kind == EXPIRING_1D:
+            return None  # the renewal pass charges it now, or duns the customer
         balance = ledger.balance(period.customer_id, period.currency)
         kind = RENEWS_FROM_WALLET if balance >= price else RENEWAL_NEEDS_TOPUP
         return kind, {"amountMinor": price, "currency": period.currency, "balanceMinor": balance}

@@ -234,3 +234,15 @@ def test_a_subscription_without_auto_renewal_is_told_how_to_extend_it(database):
     assert notice.kind == lifecycle.EXPIRING_3D
     assert "(Buy → Monthly → Extend my subscription)" in told(notice, "en")
     assert "(«Купить» → «Monthly» → «Продлить мою подписку»)" in told(notice, "ru")
+
+
+def test_an_auto_renewing_subscription_its_plan_no_longer_renews_is_told_it_ends(database):
+    from models.catalogue import PlanPrice
+
+    period = subscribed(ends_in=3 * DAY - HOUR)
+    with_auto_renew(period, 50000)
+    PlanPrice.delete().where(PlanPrice.plan == monthly().id, PlanPrice.currency == "RUB").execute()
+    now = utcnow()
+    for moment in (now, now + 2 * DAY + HOUR):
+        lifecycle.tick(now=moment)
+    assert [notice.kind for notice in notices()] == [lifecycle.EXPIRING_3D, lifecycle.EXPIRING_1D]
