@@ -5,7 +5,10 @@ from bot import keyboards
 from bot.handlers import buy, codes, subscriptions, support, wallet
 from commerce import customers
 
-BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY, keyboards.GIFT, keyboards.GIFT_PAY)
+BUY_ACTIONS = (
+    keyboards.BUY, keyboards.PLAN, keyboards.PAY, keyboards.GIFT, keyboards.GIFT_PAY, keyboards.NEW, keyboards.EXTEND,
+    keyboards.EXTEND_PAY,
+)  # fmt: skip
 
 
 def needs_membership(update):
