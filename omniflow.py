@@ -41,6 +41,7 @@ from security.redactor import redact, register_settings
 logger = logging.getLogger("omniflow")
 
 CLI_ACTOR = "cli"  # who the audit names for a change made from this command line
+NOTICE_UNDECLARED_WORK = "undeclared_work"  # jobs wait that no running worker runs (SPEC 1.11)
 WORKER_POOL_EXTRA = 8  # producers, completer, maintenance, and slack
 # Modules that declare the production job kinds and periodic passes.
 JOB_KIND_MODULES = (
@@ -143,6 +144,16 @@ def start_worker_process(options):
 
 
 huey.on_worker_start(start_worker_process)
+
+
+def notify_undeclared_work(work, oldest_job_id):
+    """One operator notice per waiting work and oldest row: another appears only if it waits again later."""
+    from ops.records import queue_notice
+
+    queue_notice(NOTICE_UNDECLARED_WORK, f"{work}:{oldest_job_id}", {"work": work, "jobId": oldest_job_id})
+
+
+huey.on_undeclared_work(notify_undeclared_work)
 
 
 def run_worker_for(seconds):

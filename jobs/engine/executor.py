@@ -50,6 +50,7 @@ TAKE_TIMEOUT_S = 1.0
 POLL_INTERVAL_POSTGRES_S = 1.0
 POLL_INTERVAL_SQLITE_S = 0.05
 INTERRUPTED_RETRY_DELAY_S = 10
+UNKNOWN_KIND_RETRY_S = 60
 LOG_LEVELS = {COMPLETED: logging.DEBUG, RETRYABLE: logging.WARNING, DISCARDED: logging.WARNING}
 
 
@@ -61,6 +62,16 @@ class JobSnooze(Exception):
         self.seconds = max(0.0, float(seconds))
 
 
+class UnknownJobKind(JobSnooze):
+    """A row whose kind or periodic pass this worker has not declared. Claims skip such rows
+    (sql.py); one reached anyway is not this job's failure: it goes back to the queue with its
+    attempt refunded, for a worker that declares it (SPEC 1.11)."""
+
+    def __init__(self, message):
+        super().__init__(UNKNOWN_KIND_RETRY_S)
+        self.args = (message,)
+
+
 class JobCancel(Exception):
     """Raise from a job to end it as cancelled: final, never retried."""
 
@@ -70,9 +81,9 @@ class JobCancel(Exception):
 
 
 class UnrunnableTask(Task):
-    """Stands in for a row that cannot become a task (unknown kind, undecodable
-    message): running it raises why, so the row fails, retries and is finally
-    discarded like any other failing job instead of disappearing."""
+    """Stands in for a row that cannot become a task (an undeclared kind, an undecodable
+    message): running it raises why. An undecodable message fails, retries and is finally
+    discarded like any other failing job instead of disappearing; an undeclared kind goes back."""
 
     def __init__(self, error, **kwargs):
         super().__init__(**kwargs)
@@ -336,6 +347,7 @@ class Producer(threading.Thread):
     def run(self):
         notifier.subscribe(self.queue, self._wake)
         sql = job_sql()
+        declared = self.executor.huey.declared_work()
         postgres = sql.is_postgres
         poll = POLL_INTERVAL_POSTGRES_S if postgres else POLL_INTERVAL_SQLITE_S
         backoff = Backoff()
@@ -349,7 +361,7 @@ class Producer(threading.Thread):
                     want = min(CLAIM_BATCH, self._free_slots())
                 self._wake.clear()
                 try:
-                    rows = sql.claim(self.queue, want, self.executor.worker_id, utcnow())
+                    rows = sql.claim(self.queue, want, self.executor.worker_id, utcnow(), declared)
                 except Exception as error:
                     report_failure(logger, "claiming jobs failed; retrying", error, queue=self.queue)
                     # The notification channel coming back wakes this wait early.
@@ -371,14 +383,14 @@ class Producer(threading.Thread):
                 while not self._stopping:
                     if self._wake.wait(poll):
                         break
-                    if postgres or self._has_due(sql):
+                    if postgres or self._has_due(sql, declared):
                         break
         finally:
             notifier.unsubscribe(self.queue, self._wake)
 
-    def _has_due(self, sql):
+    def _has_due(self, sql, declared):
         try:
-            return sql.has_due(self.queue, utcnow())
+            return sql.has_due(self.queue, utcnow(), declared)
         except Exception:
             return True  # let the claim try: it reports the failure and backs off
 
