@@ -29,12 +29,14 @@ from huey.api import Huey, Task
 from huey.exceptions import CancelExecution
 
 from config.database import is_postgres
+from config.logging import describe_error
 from jobs.engine import metrics, notifier
 from jobs.engine.client import append_error, error_entry
 from jobs.engine.kinds import PERIODIC_KIND
 from jobs.engine.outage import Backoff, report_failure
 from jobs.engine.states import AVAILABLE, CANCELLED, COMPLETED, DISCARDED, RETRYABLE, SCHEDULED
 from models.base import db, utcnow
+from security.redactor import redact
 
 logger = logging.getLogger("omniflow.jobs")
 
@@ -142,6 +144,7 @@ class Outcome:
     finalized_at: object = None
     errors: list = field(default_factory=list)
     attempt_delta: int = 0
+    error: str = None  # for the log line of a failed run: the error's class and first line, redacted
 
 
 class JobContext:
@@ -487,10 +490,11 @@ class JobRunner:
                 "periodic task failed",
                 extra={"task": job.args_dict.get("task"), "job_id": job.id, "error": message},
             )
+        logged = redact(describe_error(exc))
         if job.attempt >= job.max_attempts:
-            return Outcome(DISCARDED, "discarded", finalized_at=utcnow(), errors=errors)
+            return Outcome(DISCARDED, "discarded", finalized_at=utcnow(), errors=errors, error=logged)
         delay = self.huey.backoff_for(job)
-        return Outcome(RETRYABLE, "retryable", scheduled_at=utcnow() + _seconds(delay), errors=errors)
+        return Outcome(RETRYABLE, "retryable", scheduled_at=utcnow() + _seconds(delay), errors=errors, error=logged)
 
     def _finish(self, job, task, outcome, seconds):
         metrics.observe_run(job.kind, outcome.label, seconds)
@@ -498,11 +502,10 @@ class JobRunner:
         # jobs a second they would drown everything else.
         level = LOG_LEVELS.get(outcome.state, logging.INFO)
         if logger.isEnabledFor(level):
-            logger.log(
-                level,
-                f"job {outcome.label}",
-                extra={"job_id": job.id, "kind": job.kind, "attempt": job.attempt, "state": outcome.state},
-            )
+            fields = {"job_id": job.id, "kind": job.kind, "attempt": job.attempt, "state": outcome.state}
+            if outcome.error is not None:
+                fields["error"] = outcome.error
+            logger.log(level, f"job {outcome.label}", extra=fields)
         self.recorder.submit(job, outcome)
 
 

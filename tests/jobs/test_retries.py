@@ -2,7 +2,9 @@
 snooze without spending an attempt; self-cancel; errors stored redacted."""
 
 import datetime
+import logging
 
+from config.logging import RedactingFormatter
 from jobs import client, huey, insert
 from jobs.engine.executor import ClaimedJob, job_sql
 from jobs.engine.kinds import DeclaredWork, river_backoff
@@ -73,6 +75,18 @@ def test_errors_stored_on_the_row_pass_through_the_redactor(database):
     for secret in ("sk_live_0123456789abcdef", "/api/sub/Zx81kd9aQ", "3f2504e0-4f89-41d3-9a0c-0305e82c3301"):
         assert secret not in stored
     assert "RuntimeError" in stored and "panel.example.com" in stored
+
+
+def test_a_failed_jobs_log_line_names_the_error_class_and_its_redacted_message(database, caplog):
+    register_secret("sk_live_0123456789abcdef")
+    job_id = insert("t_fail", {"message": "panel refused token sk_live_0123456789abcdef\nsecond line"}).job_id
+    with caplog.at_level(logging.WARNING, logger="omniflow.jobs"):
+        run_next()
+    [record] = [r for r in caplog.records if r.getMessage() == "job retryable" and r.job_id == job_id]
+    assert record.error == "RuntimeError: panel refused token [redacted]"
+    line = RedactingFormatter().format(record)
+    assert "error=RuntimeError: panel refused token [redacted]" in line
+    assert "sk_live_0123456789abcdef" not in line
 
 
 def test_job_of_a_kind_this_worker_has_not_declared_is_left_waiting_never_failed(database):
