@@ -140,7 +140,7 @@ def start_worker_process(options):
     require_reachable_database(settings)
     require_current_schema()
     load_job_kinds(settings)
-    metrics.serve(settings.worker_metrics_port)
+    metrics.serve(settings.worker_metrics_port, settings.worker_metrics_address, settings.metrics_token)
 
 
 huey.on_worker_start(start_worker_process)
