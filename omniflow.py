@@ -140,7 +140,46 @@ def start_worker_process(options):
     require_reachable_database(settings)
     require_current_schema()
     load_job_kinds(settings)
+    for line in worker_summary(settings, huey.periodic_registrations()[1]):
+        print(f"worker: {line}", flush=True)
     metrics.serve(settings.worker_metrics_port, settings.worker_metrics_address, settings.metrics_token)
+
+
+def worker_summary(settings, left_out):
+    """What a worker runs against and what it lacks, for its first lines: a worker started with
+    nothing set runs on the development file with no panel, and should say so."""
+    from urllib.parse import urlsplit
+
+    from config.database import location
+    from config.settings import DEFAULT_SQLITE_PATH
+
+    database = location(settings.database)
+    if settings.database.path == str(DEFAULT_SQLITE_PATH):
+        database += " (DATABASE_URL is not set: the development file)"
+    lines = [f"database: {database}"]
+    missing = []
+    if settings.remnawave_url:
+        panel = urlsplit(settings.remnawave_url)
+        lines.append(f"panel: {panel.scheme}://{panel.netloc.rpartition('@')[2]}{panel.path}")
+    else:
+        missing.append("panel (APP_REMNAWAVE_URL: fulfillment jobs fail and are retried until it is set)")
+    providers = [name for name, configured in (
+        ("YooKassa", settings.yookassa_shop_id), ("Crypto Pay", settings.cryptobot_token),
+    ) if configured]  # fmt: skip
+    if providers:
+        lines.append(f"payment providers: {', '.join(providers)}")
+    else:
+        missing.append("payment providers (APP_YOOKASSA_SHOP_ID, APP_CRYPTOBOT_TOKEN)")
+    if not settings.data_encryption_key:
+        missing.append("data key (APP_DATA_ENCRYPTION_KEY)")
+    if not settings.backup_dir:
+        missing.append("backups (APP_BACKUP_DIR)")
+    if missing:
+        lines.append(f"not configured: {'; '.join(missing)}")
+    if left_out:
+        passes = "; ".join(f"periodic pass {name} ({why})" for name, why in left_out.items())
+        lines.append(f"not declared, so left for a worker that declares them: {passes}")
+    return lines
 
 
 huey.on_worker_start(start_worker_process)
