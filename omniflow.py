@@ -435,10 +435,7 @@ def cmd_demo(args):
         demo.report(panel)
     finally:
         panel.stop()
-    print(
-        "\nsee the rows again with: "
-        f"DATABASE_URL=sqlite:///{demo.DEMO_DATABASE_PATH} python omniflow.py jobs list  (or --state dead_letter)"
-    )
+    print(f"\nsee the rows again with: {demo.rows_hint(demo.DEMO_DATABASE_PATH)}  (or --state dead_letter)")
 
 
 def cmd_dev_seed(args):
