@@ -324,6 +324,7 @@ TOPIC_OF_KIND = {
     "refund_unmatched": "payments",
     "gift_code_undelivered": "payments",
     "fulfillment_failure": "fulfillment",
+    "undeclared_work": "operations",
 }
 DEFAULT_TOPIC = "operations"
 TOPIC_NAMES = {

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 import omniflow
+from bot import texts
 from jobs import huey, insert
 from jobs.engine.executor import job_sql
 from jobs.engine.kinds import PERIODIC_KIND, DeclaredWork
@@ -85,6 +86,8 @@ def test_work_no_running_worker_declares_for_ten_minutes_raises_one_operator_not
     leader().report_undeclared()
     leader().report_undeclared()
     assert notices() == [("job kind t_newer", newer[0]), ("periodic pass t_tick", unregistered_pass)]
+    sentence = texts.notice_text(omniflow.NOTICE_UNDECLARED_WORK, {"work": "job kind t_newer", "jobId": newer[0]})
+    assert sentence.startswith(f"Jobs of job kind t_newer (the oldest: job {newer[0]}) have waited over 10 minutes")
 
     # A worker of the newer release arrives: its kind is declared again, and nothing more is raised.
     OperatorNotice.delete().execute()
