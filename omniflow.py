@@ -41,6 +41,7 @@ from security.redactor import redact, register_settings
 logger = logging.getLogger("omniflow")
 
 CLI_ACTOR = "cli"  # who the audit names for a change made from this command line
+NOTICE_UNDECLARED_WORK = "undeclared_work"  # jobs wait that no running worker runs (SPEC 1.11)
 WORKER_POOL_EXTRA = 8  # producers, completer, maintenance, and slack
 # Modules that declare the production job kinds and periodic passes.
 JOB_KIND_MODULES = (
@@ -139,10 +140,59 @@ def start_worker_process(options):
     require_reachable_database(settings)
     require_current_schema()
     load_job_kinds(settings)
-    metrics.serve(settings.worker_metrics_port)
+    for line in worker_summary(settings, huey.periodic_registrations()[1]):
+        print(f"worker: {line}", flush=True)
+    metrics.serve(settings.worker_metrics_port, settings.worker_metrics_address, settings.metrics_token)
+
+
+def worker_summary(settings, left_out):
+    """What a worker runs against and what it lacks, for its first lines: a worker started with
+    nothing set runs on the development file with no panel, and should say so."""
+    from urllib.parse import urlsplit
+
+    from config.database import location
+    from config.settings import DEFAULT_SQLITE_PATH
+
+    database = location(settings.database)
+    if settings.database.path == str(DEFAULT_SQLITE_PATH):
+        database += " (DATABASE_URL is not set: the development file)"
+    lines = [f"database: {database}"]
+    missing = []
+    if settings.remnawave_url:
+        panel = urlsplit(settings.remnawave_url)
+        lines.append(f"panel: {panel.scheme}://{panel.netloc.rpartition('@')[2]}{panel.path}")
+    else:
+        missing.append("panel (APP_REMNAWAVE_URL: fulfillment jobs fail and are retried until it is set)")
+    providers = [name for name, configured in (
+        ("YooKassa", settings.yookassa_shop_id), ("Crypto Pay", settings.cryptobot_token),
+    ) if configured]  # fmt: skip
+    if providers:
+        lines.append(f"payment providers: {', '.join(providers)}")
+    else:
+        missing.append("payment providers (APP_YOOKASSA_SHOP_ID, APP_CRYPTOBOT_TOKEN)")
+    if not settings.data_encryption_key:
+        missing.append("data key (APP_DATA_ENCRYPTION_KEY)")
+    if not settings.backup_dir:
+        missing.append("backups (APP_BACKUP_DIR)")
+    if missing:
+        lines.append(f"not configured: {'; '.join(missing)}")
+    if left_out:
+        passes = "; ".join(f"periodic pass {name} ({why})" for name, why in left_out.items())
+        lines.append(f"not declared, so left for a worker that declares them: {passes}")
+    return lines
 
 
 huey.on_worker_start(start_worker_process)
+
+
+def notify_undeclared_work(work, oldest_job_id):
+    """One operator notice per waiting work and oldest row: another appears only if it waits again later."""
+    from ops.records import queue_notice
+
+    queue_notice(NOTICE_UNDECLARED_WORK, f"{work}:{oldest_job_id}", {"work": work, "jobId": oldest_job_id})
+
+
+huey.on_undeclared_work(notify_undeclared_work)
 
 
 def run_worker_for(seconds):
@@ -385,10 +435,7 @@ def cmd_demo(args):
         demo.report(panel)
     finally:
         panel.stop()
-    print(
-        "\nsee the rows again with: "
-        f"DATABASE_URL=sqlite:///{demo.DEMO_DATABASE_PATH} python omniflow.py jobs list  (or --state dead_letter)"
-    )
+    print(f"\nsee the rows again with: {demo.rows_hint(demo.DEMO_DATABASE_PATH)}  (or --state dead_letter)")
 
 
 def cmd_dev_seed(args):

@@ -359,6 +359,7 @@ TOPIC_OF_KIND = {
     "refund_unmatched": "payments",
     "gift_code_undelivered": "payments",
     "fulfillment_failure": "fulfillment",
+    "undeclared_work": "operations",
 }
 DEFAULT_TOPIC = "operations"
 TOPIC_NAMES = {
@@ -390,6 +391,10 @@ NOTICE_TEXTS = {
     ),
     "fulfillment_failure": (
         "Fulfillment {operation} for entitlement {entitlementId} is {status}: {errorCode}. See System → Jobs."
+    ),
+    "undeclared_work": (
+        "Jobs of {work} (the oldest: job {jobId}) have waited over 10 minutes and no running worker runs them:"
+        " start a worker of the release and settings that declare it, or cancel them in System → Jobs."
     ),
 }
 NOTICE_FALLBACK = "{kind}: {details}"

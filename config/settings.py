@@ -18,6 +18,7 @@ DEFAULT_SQLITE_PATH = PROJECT_ROOT / "var" / "omniflow.sqlite3"
 
 SECRET_VARIABLES = (
     "APP_OPERATOR_TOKEN",
+    "APP_METRICS_TOKEN",
     "APP_DATA_ENCRYPTION_KEY",
     "APP_REMNAWAVE_TOKEN",
     "APP_TELEGRAM_BOT_TOKEN",
@@ -80,6 +81,8 @@ class Settings:
     support_attachment_dir: str = ""
     support_attachment_max_bytes: int = 5 << 20  # a support photo over this is refused (bot/handlers/support.py)
     worker_metrics_port: int = 0  # 0: the worker serves no metrics endpoint
+    worker_metrics_address: str = "127.0.0.1"  # beyond this host only with a metrics token
+    metrics_token: str = field(default="", repr=False)  # read-only: opens the web's and workers' metrics only
     public_url: str = ""  # where providers and payers reach the web process: webhooks, return URLs
     yookassa_shop_id: str = ""
     yookassa_secret_key: str = field(default="", repr=False)
@@ -101,6 +104,7 @@ class Settings:
             value
             for value in (
                 self.operator_token,
+                self.metrics_token,
                 self.data_encryption_key,
                 *(key.strip() for key in self.data_encryption_key.split(",")),
                 self.remnawave_token,
@@ -247,6 +251,23 @@ def _yookassa_shop(env):
     return shop_id, secret_key
 
 
+def _metrics_access(env, operator_token):
+    """APP_METRICS_TOKEN, APP_WORKER_METRICS_ADDRESS: a token of its own, and a worker's metrics
+    reachable from other hosts only behind it."""
+    token = _secret(env, "APP_METRICS_TOKEN", min_length=16)
+    if token and token == operator_token:
+        raise ConfigError("APP_METRICS_TOKEN", "must differ from APP_OPERATOR_TOKEN (it opens nothing but metrics)")
+    name = "APP_WORKER_METRICS_ADDRESS"
+    raw = (env.get(name) or "").strip() or "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(raw)
+    except ValueError:
+        raise ConfigError(name, f"must be an IP address to listen on, got {raw!r}") from None
+    if not address.is_loopback and not token:
+        raise ConfigError(name, "serves beyond this host only with APP_METRICS_TOKEN set")
+    return token, raw
+
+
 def _encryption_keys(env, name):
     from ops.sealing import KeyFormatError, parse_keys
 
@@ -277,6 +298,8 @@ def load_settings(environ=None, dotenv_path=None):
     yookassa_shop_id, yookassa_secret_key = _yookassa_shop(environ)
     public_url = _base_url(environ, "APP_PUBLIC_URL")
     cryptobot_token = _secret(environ, "APP_CRYPTOBOT_TOKEN")
+    operator_token = _secret(environ, "APP_OPERATOR_TOKEN", min_length=16)
+    metrics_token, worker_metrics_address = _metrics_access(environ, operator_token)
     if (yookassa_shop_id or cryptobot_token) and not public_url:
         # Providers deliver webhooks to it and send payers back to it.
         raise ConfigError("APP_PUBLIC_URL", "is required when a payment provider is configured")
@@ -285,7 +308,8 @@ def load_settings(environ=None, dotenv_path=None):
         database=parse_database_url((environ.get("DATABASE_URL") or "").strip()),
         port=port,
         log_level=log_level,
-        operator_token=_secret(environ, "APP_OPERATOR_TOKEN", min_length=16),
+        operator_token=operator_token,
+        metrics_token=metrics_token,
         data_encryption_key=_encryption_keys(environ, "APP_DATA_ENCRYPTION_KEY"),
         remnawave_url=_url(environ, "APP_REMNAWAVE_URL"),
         remnawave_token=_secret(environ, "APP_REMNAWAVE_TOKEN"),
@@ -301,6 +325,7 @@ def load_settings(environ=None, dotenv_path=None):
         support_attachment_dir=(environ.get("APP_SUPPORT_ATTACHMENT_DIR") or "").strip(),
         support_attachment_max_bytes=_positive_int(environ, "APP_SUPPORT_ATTACHMENT_MAX_BYTES", 5 << 20),
         worker_metrics_port=_port(environ, "APP_WORKER_METRICS_PORT", 0),
+        worker_metrics_address=worker_metrics_address,
         public_url=public_url,
         yookassa_shop_id=yookassa_shop_id,
         yookassa_secret_key=yookassa_secret_key,

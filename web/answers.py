@@ -55,16 +55,17 @@ def json_body():
     return body
 
 
-def bearer_refusal(operator_token):
-    """None when the request carries the operator token (compared in constant
-    time), else the 401 answer. Without a configured token nothing is accepted."""
+def bearer_refusal(operator_token, name="operator"):
+    """None when the request carries the operator token (or the `name`d token given in its
+    place; compared in constant time), else the 401 answer. Without a configured token
+    nothing is accepted."""
     scheme, _, credentials = bottle.request.get_header("Authorization", "").partition(" ")
     # RFC 7235: the scheme is case-insensitive, and spaces may separate it from the token.
     given = credentials.lstrip(" ") if scheme.lower() == "bearer" else ""
     if operator_token and hmac.compare_digest(given.encode(), operator_token.encode()):
         return None
     bottle.response.set_header("WWW-Authenticate", "Bearer")
-    return problems.problem(401, problems.UNAUTHORIZED, "a valid operator bearer token is required")
+    return problems.problem(401, problems.UNAUTHORIZED, f"a valid {name} bearer token is required")
 
 
 def client_address():

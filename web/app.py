@@ -37,7 +37,7 @@ def create_app(settings):
     app.merge(backoffice_codes.build())
     app.merge(campaigns.build())
     app.merge(support.build())
-    app.merge(metrics.build(settings.operator_token))
+    app.merge(metrics.build(settings.metrics_token))
     app.merge(openapi.build())
     app.merge(pages.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice_pages.build())

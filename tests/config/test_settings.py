@@ -193,3 +193,28 @@ def test_the_bot_refuses_to_start_without_a_token(tmp_path):
     result = subprocess.run([sys.executable, "omniflow.py", "bot"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 2
     assert "APP_TELEGRAM_BOT_TOKEN" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_worker_metrics_listen_on_loopback_unless_told_and_beyond_it_only_behind_the_metrics_token():
+    assert load_settings({}).worker_metrics_address == "127.0.0.1"
+    with pytest.raises(ConfigError) as error:
+        load_settings({"APP_WORKER_METRICS_ADDRESS": "0.0.0.0"})
+    assert error.value.variable == "APP_WORKER_METRICS_ADDRESS"
+    token = "metrics-token-0123456789"
+    settings = load_settings({"APP_WORKER_METRICS_ADDRESS": "0.0.0.0", "APP_METRICS_TOKEN": token})
+    assert (settings.worker_metrics_address, settings.metrics_token) == ("0.0.0.0", token)
+    assert token in settings.secrets()
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"APP_METRICS_TOKEN": "short-token"},
+        {"APP_METRICS_TOKEN": "same-token-0123456789", "APP_OPERATOR_TOKEN": "same-token-0123456789"},
+    ],
+)
+def test_a_metrics_token_is_long_and_not_the_operator_token(environ):
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ)
+    assert error.value.variable == "APP_METRICS_TOKEN"
+    assert environ["APP_METRICS_TOKEN"] not in str(error.value)

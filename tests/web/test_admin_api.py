@@ -70,8 +70,7 @@ def test_admin_routes_refuse_a_missing_or_wrong_token(web, headers, method, path
 
 @pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR", "Bearer  "])
 def test_the_bearer_scheme_is_case_insensitive(web, scheme):
-    for path in ("/v1/admin/jobs", "/metrics"):
-        assert get(web, path, headers={"Authorization": f"{scheme} {OPERATOR_TOKEN}"}).status_code == 200
+    assert get(web, "/v1/admin/jobs", headers={"Authorization": f"{scheme} {OPERATOR_TOKEN}"}).status_code == 200
 
 
 @pytest.mark.parametrize("header", [f"Basic {OPERATOR_TOKEN}", f"Bearer{OPERATOR_TOKEN}", OPERATOR_TOKEN, "bearer "])
