@@ -18,7 +18,9 @@ PostgreSQL):
   the run stops there, because the stream's later events wait behind it, and
   the job snoozes until then: its own retry, costing no job attempt;
 - a failure 24 h or more after the event was created: `dead`, one operator
-  notice per destination and day, and the stream goes on with its next event.
+  notice per destination and day, and the stream goes on with its next event;
+  a dead delivery has ended too: the event is published (finished) once its
+  other deliveries have.
 
 At least once: a run killed between a POST and its record sends that event
 again (receivers deduplicate on `webhook-id`). One job per stream at a time
@@ -180,6 +182,7 @@ def _record(destination_id, delivery_id, event_id, attempts, created_at, answer,
                 f"destination:{destination_id}:{now.date().isoformat()}",
                 {"destinationId": destination_id, "eventId": event_id, "errorCode": answer.code},
             )
+            publish_complete([event_id], now)
         logger.warning(
             f"outbox event {event_id} is dead for destination {destination_id} after 24 h",
             extra={"state": DEAD, "error": answer.code},

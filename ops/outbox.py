@@ -7,9 +7,12 @@ Adding and removing are audited in the same transaction. A removed
 destination stays as an inactive row; the publisher drops its unfinished
 deliveries, and receives nothing more.
 
-An event is published (`published_at`) when every delivery it has is
-delivered: `publish_complete` decides that with the event rows locked, so
-two destinations finishing the same event at once cannot both miss it.
+An event is published (`published_at`: finished) when every delivery it has
+has ended — delivered, or dead after 24 h; a removed destination's unfinished
+deliveries are deleted — so the pending gauge counts only events still on
+their way, and retention applies to the rest. `publish_complete` decides
+that with the event rows locked, so two destinations finishing the same
+event at once cannot both miss it.
 """
 
 import base64
@@ -196,7 +199,7 @@ def delivery_counts():
 
 
 def publish_complete(event_ids, now):
-    """Set `published_at` on those of the events whose every delivery is delivered.
+    """Set `published_at` on those of the events whose every delivery has ended (delivered or dead).
 
     Call inside the transaction that changed their deliveries, after the
     change: the event rows are locked first (in id order), and the check is
@@ -221,7 +224,7 @@ def publish_complete(event_ids, now):
             (
                 f"UPDATE outbox_events SET published_at = %s WHERE id IN ({marks}) AND published_at IS NULL"
                 " AND NOT EXISTS (SELECT 1 FROM outbox_deliveries d"
-                " WHERE d.event_id = outbox_events.id AND d.status <> 'delivered')",
+                " WHERE d.event_id = outbox_events.id AND d.status IN ('pending', 'retrying'))",
                 [now, *ids],
             ),
         ]
