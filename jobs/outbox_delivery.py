@@ -39,7 +39,7 @@ from jobs import UNIQUE_WHILE_ACTIVE, JobSnooze, current_job, huey
 from models.base import db, utcnow
 from models.ops import OutboxDelivery, OutboxDestination
 from models.transactions import execute_all, fetch_all, fetch_one
-from ops.outbox import DEAD, DELIVERED, RETRYING, publish_complete
+from ops.outbox import DEAD, DELIVERED, RETRYING, private_destinations_allowed, publish_complete
 from ops.records import queue_notice
 from ops.sealing import unseal
 from security.redactor import register_secret
@@ -70,7 +70,7 @@ def sender():
     if _sender is None:
         from integrations.webhooks import WebhookSender
 
-        _sender = WebhookSender()
+        _sender = WebhookSender(allow_private=private_destinations_allowed())
     return _sender
 
 

@@ -38,6 +38,8 @@ export APP_REMNAWAVE_TOKEN="${APP_REMNAWAVE_TOKEN:-omniflow-fake-remnawave-dev-t
 export APP_OPERATOR_TOKEN="${APP_OPERATOR_TOKEN:-dev-operator-token-0123456789}"
 export APP_MAINTENANCE_PROBE_SECONDS="${APP_MAINTENANCE_PROBE_SECONDS:-10}"
 export APP_COOKIE_SECURE="${APP_COOKIE_SECURE:-false}"  # the panel over plain http from another machine too
+# Outbox receivers on this machine (production refuses loopback and private addresses).
+export APP_OUTBOX_ALLOW_PRIVATE_DESTINATIONS="${APP_OUTBOX_ALLOW_PRIVATE_DESTINATIONS:-true}"
 # The fake Telegram Bot API and the bot talking to it (fakes/telegram.py's development token).
 export APP_FAKE_TELEGRAM_PORT="${APP_FAKE_TELEGRAM_PORT:-8081}"
 export APP_TELEGRAM_API_URL="${APP_TELEGRAM_API_URL:-http://127.0.0.1:${APP_FAKE_TELEGRAM_PORT}}"
