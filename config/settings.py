@@ -93,6 +93,7 @@ class Settings:
     trusted_proxy: str = ""  # the reverse proxy whose X-Forwarded-For names the client ("*": any peer)
     trusted_proxy_count: int = 1  # how many proxies in a row append to X-Forwarded-For
     outbox_retry_base_ms: int = 10_000  # the outbox's first retry delay; tests shorten it
+    outbox_allow_private_destinations: bool = False  # on-premises receivers on loopback or private addresses
     telegram_api_url: str = TELEGRAM_API_URL
     telegram_operator_chat_id: int = 0  # 0: the operator notifier is off
     telegram_required_channel: str = ""  # "": channel membership is not checked
@@ -336,6 +337,7 @@ def load_settings(environ=None, dotenv_path=None):
         trusted_proxy=_proxy_address(environ, "APP_TRUSTED_PROXY"),
         trusted_proxy_count=_positive_int(environ, "APP_TRUSTED_PROXY_COUNT", 1),
         outbox_retry_base_ms=_positive_int(environ, "APP_OUTBOX_RETRY_BASE_MS", 10_000),
+        outbox_allow_private_destinations=_boolean(environ, "APP_OUTBOX_ALLOW_PRIVATE_DESTINATIONS", False),
         telegram_api_url=_base_url(environ, "APP_TELEGRAM_API_URL", TELEGRAM_API_URL),
         telegram_operator_chat_id=_chat_id(environ, "APP_TELEGRAM_OPERATOR_CHAT_ID"),
         telegram_required_channel=_channel(environ, "APP_TELEGRAM_REQUIRED_CHANNEL"),

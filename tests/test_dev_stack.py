@@ -94,8 +94,8 @@ def sample_order(path):
 
 
 class DevStack:
-    def __init__(self, checkout, web_port, telegram_port, log):
-        self.checkout, self.web_port, self.log = checkout, web_port, log
+    def __init__(self, checkout, web_port, telegram_port, log, env):
+        self.checkout, self.web_port, self.log, self.env = checkout, web_port, log, env
         self.chat = f"http://127.0.0.1:{telegram_port}"
         self.database = checkout / "var" / "omniflow.sqlite3"  # the one default file
         self.base = f"http://127.0.0.1:{web_port}"
@@ -117,21 +117,23 @@ def dev_stack(tmp_path_factory):
     web_port, panel_port, telegram_port = free_port(), free_port(), free_port()
     log_path = checkout / "dev.log"
     log = open(log_path, "w")
+    env = newcomer_environment(
+        PORT=str(web_port),
+        APP_FAKE_PANEL_PORT=str(panel_port),
+        APP_FAKE_TELEGRAM_PORT=str(telegram_port),
+        APP_FAKE_YOOKASSA_PORT=str(free_port()),
+        APP_FAKE_CRYPTOBOT_PORT=str(free_port()),
+    )
     process = subprocess.Popen(
         ["bash", "scripts/dev.sh"],
         cwd=checkout,
-        env=newcomer_environment(
-            PORT=str(web_port),
-            APP_FAKE_PANEL_PORT=str(panel_port),
-            APP_FAKE_TELEGRAM_PORT=str(telegram_port),
-            APP_FAKE_YOOKASSA_PORT=str(free_port()),
-            APP_FAKE_CRYPTOBOT_PORT=str(free_port()),
-        ),
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    running = DevStack(checkout, web_port, telegram_port, log_path)
+    running = DevStack(checkout, web_port, telegram_port, log_path, env)
+    running.pid = process.pid
     try:
         wait_for(
             lambda: statuses(running.database).get("succeeded", 0) >= stack.PAID_ORDERS,
@@ -219,6 +221,46 @@ def test_the_sample_data_fills_the_back_office_with_revenue_per_currency_and_a_w
     assert home.status_code == 200 and "RUB" in home.text
     support = requests.get(dev_stack.base + "/panel/support", headers=cookie, timeout=5)
     assert support.status_code == 200 and support.text.count("<tr data-ticket=") == 1  # the first customer's question
+
+
+def test_starting_the_dev_stack_twice_says_so_in_one_line_and_starts_nothing(dev_stack):
+    jobs_before = rows(dev_stack.database, "SELECT COUNT(*) FROM jobs")
+    again = subprocess.run(
+        ["bash", "scripts/dev.sh"],
+        cwd=dev_stack.checkout,
+        env=dev_stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode != 0 and again.stdout == ""
+    assert again.stderr.splitlines() == [
+        f"dev: a dev stack is already running on :{dev_stack.web_port} (pid {dev_stack.pid});"
+        f" stop it first (Ctrl-C in its shell, or kill {dev_stack.pid})"
+    ]
+    assert rows(dev_stack.database, "SELECT COUNT(*) FROM jobs") == jobs_before  # no second dev-seed
+    assert requests.get(dev_stack.base + "/healthz", timeout=5).status_code == 200  # the first stack runs on
+
+
+def test_the_dev_stack_does_not_start_on_a_port_another_program_holds(tmp_path):
+    checkout = fresh_checkout(tmp_path / "checkout")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        refused = subprocess.run(
+            ["bash", "scripts/dev.sh"],
+            cwd=checkout,
+            env=newcomer_environment(PORT=str(port)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert refused.returncode != 0 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"dev: port {port} is already in use by another program; stop it or choose other ports (PORT, APP_FAKE_*_PORT)"
+    ]
+    assert not (checkout / "var").exists()  # nothing seeded, nothing started
 
 
 def no_first_attempt_failed(database, log):
