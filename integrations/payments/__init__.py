@@ -48,6 +48,7 @@ SUBJECT_PAYMENT = "payment"
 SUBJECT_REFUND = "refund"
 
 WEBHOOK_MAX_BYTES = 64 * 1024  # SPEC 13.6: bodies are capped
+AMOUNT_MAX_MINOR = 2**63 - 1  # what the database's amounts hold: no payment can be larger
 
 
 def http_error_code(status):
@@ -141,6 +142,8 @@ class PaymentProvider(abc.ABC):
     name: str = ""
     webhooks_signed: bool = False  # False: an event is confirmed by fetch_payment before settling
     supports_refunds: bool = False
+    # The largest payment the provider takes, in minor units: checkout refuses a larger order before writing it.
+    max_amount_minor: int = AMOUNT_MAX_MINOR
 
     @abc.abstractmethod
     def create_payment(
