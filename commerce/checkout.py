@@ -24,7 +24,9 @@ A free order (a trial, a full discount) is settled at once whatever the way
 of paying. With a key (`checkout:<customer>:<request id>` from the route) a
 retried checkout finds its order, and the order's open intent at that
 provider, whose idempotence key the provider sees again: a retry never makes
-a second payment.
+a second payment. Crypto Pay keeps no such key: a retry whose intent was made
+before first looks for the invoice the earlier create made (its payload names
+the intent's key) and reuses it.
 """
 
 from dataclasses import dataclass
@@ -214,12 +216,21 @@ def _has_period(subscription_id):
 
 def _hosted_payment(providers, public_url, order, method):
     """The confirmation URL of the order's payment at a hosted provider, creating it if needed."""
-    intent = _open_intent(order, method)
+    intent, made_now = _open_intent(order, method)
     if intent.confirmation_url:
         return intent.confirmation_url
     adapter = methods.adapter(providers, method)
     try:
-        payment = adapter.create_payment(
+        # An intent made before may have had its create reach the provider with the answer lost.
+        payment = None
+        if not made_now:
+            payment = adapter.find_created_payment(
+                order_id=order.id,
+                currency=order.currency,
+                idempotence_key=intent.idempotence_key,
+                created_after=intent.created_at,
+            )
+        payment = payment or adapter.create_payment(
             order_id=order.id,
             amount_minor=order.amount_minor,
             currency=order.currency,
@@ -245,16 +256,16 @@ def _hosted_payment(providers, public_url, order, method):
 
 
 def _open_intent(order, method):
-    """The order's open intent at this provider, or a new one; under the order's row lock, so
-    two retries of one checkout share one intent (and one idempotence key)."""
+    """(the order's open intent at this provider, False) or (a new one, True); under the order's row
+    lock, so two retries of one checkout share one intent (and one idempotence key)."""
     with db.atomic():
         locked(Order.select(Order.id).where(Order.id == order.id)).get()
         mine = PaymentIntent.select().where(PaymentIntent.order == order, PaymentIntent.provider == method)
         open_one = mine.where(PaymentIntent.status.in_(OPEN_INTENT_STATES)).order_by(PaymentIntent.id.desc()).first()
         if open_one is not None:
-            return open_one
+            return open_one, False
         now = utcnow()
-        return PaymentIntent.create(
+        made = PaymentIntent.create(
             order=order,
             provider=method,
             amount_minor=order.amount_minor,
@@ -264,6 +275,7 @@ def _open_intent(order, method):
             created_at=now,
             updated_at=now,
         )
+        return made, True
 
 
 def _invoice(order):

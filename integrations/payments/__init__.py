@@ -152,6 +152,15 @@ class PaymentProvider(abc.ABC):
         """Create a payment for an order; the same idempotence key never makes a second one where the provider
         honours keys (a retry after a timeout must reuse the key)."""
 
+    def find_created_payment(self, *, order_id, currency, idempotence_key, created_after) -> ProviderPayment | None:
+        """The payment an earlier create_payment with this key made, whose answer was lost, or None.
+
+        Only a provider that keeps no idempotence key needs to look (a create retried there would make a
+        second payment): one that honours the key answers a retried create with the first payment, so
+        this default finds nothing and the caller creates again with the same key. `created_after` is
+        when the caller first asked (nothing older can be that payment)."""
+        return None
+
     @abc.abstractmethod
     def fetch_payment(self, payment_id) -> ProviderPayment:
         """The payment as the provider holds it now; PAYMENT_NOT_FOUND when it has none with this id."""
