@@ -33,6 +33,11 @@ TELEGRAM_API_URL = "https://api.telegram.org"  # a local Bot API server or the f
 BOT_LEASE_TTL_S = 30  # SPEC 14.2; tests shorten it with OMNIFLOW_TEST_BOT_LEASE_TTL_SECONDS
 MIN_BOT_LEASE_TTL_S = 3
 
+# The largest wallet top-up per currency, in minor units: 100 000.00 RUB, 1 000.00 USD, 10 000 Stars
+# (Telegram's own limit on one Stars invoice). A currency not named takes no top-ups.
+TOPUP_MAX_MINOR = {"RUB": 10_000_000, "USD": 100_000, "XTR": 10_000}
+AMOUNT_MAX_MINOR = 2**63 - 1  # what the database's amounts hold
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
@@ -98,6 +103,7 @@ class Settings:
     telegram_operator_chat_id: int = 0  # 0: the operator notifier is off
     telegram_required_channel: str = ""  # "": channel membership is not checked
     bot_lease_ttl_seconds: int = BOT_LEASE_TTL_S
+    topup_max_minor: dict = field(default_factory=lambda: dict(TOPUP_MAX_MINOR))
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -199,6 +205,24 @@ def _base_url(env, name, default=""):
     if raw and (not parts.hostname or parts.username or parts.password or parts.query or parts.fragment):
         raise ConfigError(name, "must be a base URL without credentials, query or fragment")
     return raw.rstrip("/")
+
+
+def _topup_max(env, name):
+    """`RUB:10000000,USD:100000` → {currency: the largest top-up in minor units}; unset: TOPUP_MAX_MINOR."""
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return dict(TOPUP_MAX_MINOR)
+    limits = {}
+    for part in raw.split(","):
+        currency, _, amount = part.strip().partition(":")
+        currency, amount = currency.strip(), amount.strip()
+        valid = re.fullmatch(r"[A-Z]{3}", currency) and amount.isascii() and amount.isdigit()
+        if not valid or not 0 < int(amount) <= AMOUNT_MAX_MINOR or currency in limits:
+            raise ConfigError(
+                name, f"must be CURRENCY:minor units pairs, e.g. RUB:10000000,USD:100000, got {part.strip()!r}"
+            )
+        limits[currency] = int(amount)
+    return limits
 
 
 def _telegram_token(env):
@@ -342,4 +366,5 @@ def load_settings(environ=None, dotenv_path=None):
         telegram_operator_chat_id=_chat_id(environ, "APP_TELEGRAM_OPERATOR_CHAT_ID"),
         telegram_required_channel=_channel(environ, "APP_TELEGRAM_REQUIRED_CHANNEL"),
         bot_lease_ttl_seconds=_bot_lease_ttl(environ),
+        topup_max_minor=_topup_max(environ, "APP_TOPUP_MAX_MINOR"),
     )

@@ -1,7 +1,9 @@
 """A fake Crypto Pay (CryptoBot): a real HTTP server speaking the documented subset of the API, with signed webhooks.
 
 Methods (GET with a query string, or POST with JSON or a form; header
-`Crypto-Pay-API-Token`): /api/getMe, /api/createInvoice, /api/getInvoices.
+`Crypto-Pay-API-Token`): /api/getMe, /api/createInvoice, /api/getInvoices
+(newest first, filtered by asset, fiat, invoice_ids and status, paged by
+offset and count as Crypto Pay pages them).
 Answers are `{"ok": true, "result": ...}`, errors `{"ok": false, "error":
 {"code": <HTTP status>, "name": "..."}}` with that HTTP status.
 
@@ -291,6 +293,11 @@ class FakeCryptoBot(FakeProvider):
         status = params.get("status")
         if status is not None and status not in ("active", "paid"):
             raise _fail(400, "STATUS_INVALID")
+        asset, fiat = params.get("asset"), params.get("fiat")
+        if asset is not None and asset not in ASSETS:
+            raise _fail(400, "ASSET_INVALID")
+        if fiat is not None and fiat not in FIATS:
+            raise _fail(400, "FIAT_INVALID")
         offset, count = str(params.get("offset") or "0"), str(params.get("count") or "100")
         if not (offset.isdigit() and count.isdigit() and 1 <= int(count) <= 1000):
             raise _fail(400, "COUNT_INVALID")
@@ -298,7 +305,9 @@ class FakeCryptoBot(FakeProvider):
             records = [
                 record
                 for record in sorted(self._invoices.values(), key=lambda r: r["invoice_id"], reverse=True)
-                if wanted is None or record["invoice_id"] in wanted
+                if (wanted is None or record["invoice_id"] in wanted)
+                and (asset is None or record["asset"] == asset)
+                and (fiat is None or record["fiat"] == fiat)
             ]
             for record in records:
                 self._expire_if_due(record)
