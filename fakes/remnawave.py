@@ -16,8 +16,11 @@ panel's fallback limit (`effective_device_limit`). It remembers when each
 request about a user arrived and was answered (`requests_of`).
 """
 
+import base64
 import collections
 import datetime
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -54,7 +57,20 @@ from integrations.remnawave import (
     WRITE_ROUTES,
 )
 
-DEV_TOKEN = "omniflow-fake-remnawave-dev-token"
+
+def api_token(subject):
+    """A token shaped like the ones a panel issues (an HS256 JWT), signed with a key only the fakes use."""
+
+    def part(raw):
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+    head = part(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    body = part(json.dumps({"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, subject)), "username": subject}).encode())
+    signature = hmac.new(b"omniflow-fake-panel", f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{part(signature)}"
+
+
+DEV_TOKEN = api_token("omniflow-dev")
 DEFAULT_PORT = 3010
 # Longer than the adapter's 10 s deadline, so a held call is a timeout to it.
 DEFAULT_HOLD_SECONDS = REQUEST_TIMEOUT_S + 2.0
