@@ -423,6 +423,22 @@ class FakeRemnawave(ServedFake):
             )
             return self._user_json(record, utcnow())
 
+    def create_concurrently(
+        self, username, expire_at, traffic_limit_bytes=0, hwid_device_limit=None, squad_uuids=(), status="ACTIVE"
+    ):
+        """Another writer makes this user just before the next create of the same username arrives: lookups
+        until then miss it, and that create answers "username exists" (A019)."""
+        if expire_at.tzinfo is None:
+            expire_at = expire_at.replace(tzinfo=datetime.timezone.utc)
+        with self._lock:
+            self._concurrent_creates[username] = (
+                expire_at,
+                traffic_limit_bytes,
+                hwid_device_limit,
+                list(squad_uuids),
+                status,
+            )
+
     def set_used_traffic(self, username, used_bytes):
         """Traffic the user has used; at or over a non-zero limit the panel reports LIMITED."""
         self.edit_user(username, usedTrafficBytes=used_bytes)
@@ -503,6 +519,7 @@ class FakeRemnawave(ServedFake):
         self._in_flight = 0
         self._max_in_flight = 0
         self._timeline = collections.deque(maxlen=TIMELINE_ENTRIES)
+        self._concurrent_creates = {}
 
     @staticmethod
     def _no_faults(latency_ms=0):
@@ -886,6 +903,8 @@ class FakeRemnawave(ServedFake):
         check.number(body, "telegramId", nullable=True)
         check.email(body, "email")
         check.check()
+        if username in self._concurrent_creates:
+            self._new_record(username, *self._concurrent_creates.pop(username))
         if self._by_username(username):
             raise _Reply(400, self._error_body(path, PANEL_USERNAME_EXISTS))
         record = self._new_record(
