@@ -6,12 +6,14 @@ import threading
 import pytest
 import requests
 
+from commerce import phase
 from commerce.settlement import settle_order
 from fulfillment import changes, repair, rules
 from fulfillment.desired_state import DesiredState
 from jobs import fulfillment as worker
 from jobs.passes import fulfillment_reconcile, fulfillment_revive
-from models.base import utcnow
+from models.base import db, utcnow
+from models.commerce import Order
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentOperation
 from models.jobs import Job
 from models.ops import AuditEvent
@@ -318,6 +320,21 @@ def test_a_renewal_of_a_paused_subscription_stays_paused_until_a_resume_gives_th
     assert datetime.timedelta(days=3) <= gained <= datetime.timedelta(days=3, seconds=5)
     assert (resumed.status, resumed.paused_at) == ("active", None)
     assert panel.user(username)["status"] == "ACTIVE"
+
+
+def test_a_reprovision_after_a_cancelled_create_gives_the_paid_customer_access(panel):
+    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "provider_webhook")
+    subscription = subscription_of(settlement)
+    with db.atomic():
+        repair.cancel_operation(settlement.operation_id, "ops@example", "the advice says so")
+    assert phase.standings([subscription.id])[subscription.id].phase == phase.FAILED
+    operation = changes.reprovision(subscription.customer_id, subscription.id, "req-1", "ops@example", "ticket 9")
+    assert (operation.operation, operation.entitlement_id) == ("create", settlement.entitlement_id)
+    run_operation(operation.id)
+    assert op(operation.id).status == "succeeded"
+    assert panel.user(subscription_of(settlement).remote_username) is not None
+    assert phase.standings([subscription.id])[subscription.id].phase == phase.ACTIVE
+    assert Order.get_by_id(Entitlement.get_by_id(settlement.entitlement_id).order_id).status == "fulfilled"
 
 
 # -- the reconcile pass (SPEC 2.16) ----------------------------------------------------------------
