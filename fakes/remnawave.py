@@ -35,6 +35,7 @@ import uuid
 from urllib.parse import unquote, urlsplit
 
 from fakes.http_server import FakeHandler, ServedFake
+from fakes.state_file import KeepsState
 from integrations.remnawave import (
     MAX_BODY_BYTES,
     PANEL_USER_ALREADY_DISABLED,
@@ -269,7 +270,7 @@ class _Handler(FakeHandler):
         return super().parse_request()
 
 
-class FakeRemnawave(ServedFake):
+class FakeRemnawave(KeepsState, ServedFake):
     """The fake panel. start() serves it on a background thread; base_url says where."""
 
     server_name = "FakeRemnawave"
@@ -521,6 +522,14 @@ class FakeRemnawave(ServedFake):
         self._timeline = collections.deque(maxlen=TIMELINE_ENTRIES)
         self._concurrent_creates = {}
 
+    def _snapshot(self):
+        return {"users": list(self._users.values()), "next_id": self._next_id}
+
+    def _restore(self, state):
+        self._users = {record["id"]: record for record in state["users"]}
+        self._usernames = {record["username"]: record["id"] for record in state["users"]}
+        self._next_id = state["next_id"]
+
     @staticmethod
     def _no_faults(latency_ms=0):
         faults = {name: 0.0 for name in RATE_FIELDS}
@@ -632,6 +641,8 @@ class FakeRemnawave(ServedFake):
         finally:
             with self._lock:
                 self._in_flight -= 1
+            if handler.command != "GET":
+                self.save_state()
 
     def _dispatch(self, handler):
         method = handler.command
@@ -1011,7 +1022,9 @@ class FakeRemnawave(ServedFake):
         return 404, {"error": "no such control route"}
 
 
-def run_cli(host="127.0.0.1", port=DEFAULT_PORT, token=None, latency_ms=0, dev_mode=False):
+def run_cli(
+    host="127.0.0.1", port=DEFAULT_PORT, token=None, latency_ms=0, dev_mode=False, state_file=None, fresh=False
+):
     """`python omniflow.py fake-remnawave`: serve in the foreground until Ctrl-C or SIGTERM."""
     import signal
 
@@ -1021,6 +1034,8 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT, token=None, latency_ms=0, dev_m
         if is_dev_token:
             printed_token = token  # the fixed development token is no secret; a configured one is never printed
     panel = FakeRemnawave(token=token, host=host, port=port, require_forwarded=not dev_mode, latency_ms=latency_ms)
+    if state_file:
+        panel.keep_state_in(state_file, fresh)
 
     def stop(signum, frame):
         raise KeyboardInterrupt
@@ -1034,9 +1049,11 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT, token=None, latency_ms=0, dev_m
     )
     if dev_mode:
         print("dev mode: x-forwarded-for / x-forwarded-proto not required", flush=True)
+    print(panel.state_line(), flush=True)
     print("control: GET /_fake/stats, GET /_fake/users, POST /_fake/faults, POST /_fake/reset", flush=True)
     try:
         panel.serve_forever()
     except KeyboardInterrupt:
         pass
+    panel.save_state()  # what a request changed just before the stop, whose own write may not have run yet
     print("fake Remnawave panel stopped", flush=True)

@@ -47,6 +47,9 @@ export APP_DATA_ENCRYPTION_KEY
 # Support photos, shared by the bot (which stores them) and web (which shows them to operators).
 export APP_SUPPORT_ATTACHMENT_DIR="${APP_SUPPORT_ATTACHMENT_DIR:-$PWD/var/support-attachments}"
 
+# The fake panel, YooKassa and Crypto Pay keep their users and payments here, so a restart finds what the
+# database remembers; DEV_FRESH_FAKES=1 starts them empty (the database stays).
+export DEV_FAKE_STATE_DIR="${DEV_FAKE_STATE_DIR:-$PWD/var}"
 export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
 python omniflow.py dev-seed
 echo "dev: fake Remnawave panel on ${APP_REMNAWAVE_URL}; admin API token ${APP_OPERATOR_TOKEN}"
