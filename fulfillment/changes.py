@@ -160,7 +160,7 @@ def resume(customer_id, subscription_id, request_id, actor, reason):
 
 def reprovision(customer_id, subscription_id, request_id, actor, reason):
     """Provision a subscription in phase `failed` again (the customer paid and has no access): a new
-    `create` from its entitlement when the panel never had its user, a `reconcile` when it had one.
+    `create` from its entitlement when that period never reached the panel, a `reconcile` otherwise.
     The same request again returns its first operation."""
     _require_reason(reason)
     with db.atomic():
@@ -176,7 +176,9 @@ def reprovision(customer_id, subscription_id, request_id, actor, reason):
                 "not_failed", f"only a failed subscription is provisioned again; this one is {standing.phase}", 409
             )
         entitlement = standing.entitlement
-        operation = "create" if subscription.remote_user_id is None else "reconcile"
+        # A period that never reached the panel gets its create (which adopts the user an earlier period
+        # made); one the panel holds in a status Omniflow does not know gets a reconcile.
+        operation = "create" if entitlement.status == "pending" else "reconcile"
         desired = DesiredState.from_entitlement(entitlement)
         enqueued = enqueue_operation(entitlement, operation, desired, key, correlation_id=f"panel:{request_id}")
         record_audit(

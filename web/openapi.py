@@ -917,8 +917,8 @@ def _back_office_paths():
         (
             "reprovision",
             "reprovisioned",
-            "Re-provision a subscription in phase failed (paid, no access): a new create from its entitlement,"
-            " or a reconcile when the panel had its user",
+            "Re-provision a subscription in phase failed (paid, no access): a new create from its entitlement"
+            " when that period never reached the panel, else a reconcile",
         ),
     ):
         paths[f"/v1/panel/customers/{{customerID}}/subscriptions/{{subscriptionID}}/{action}"] = {

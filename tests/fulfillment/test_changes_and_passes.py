@@ -337,6 +337,23 @@ def test_a_reprovision_after_a_cancelled_create_gives_the_paid_customer_access(p
     assert Order.get_by_id(Entitlement.get_by_id(settlement.entitlement_id).order_id).status == "fulfilled"
 
 
+def test_a_reprovision_of_a_renewal_whose_create_failed_creates_it_on_the_user_the_first_period_made(provisioned):
+    subscription = subscription_of(provisioned)
+    plan = Entitlement.get_by_id(provisioned.entitlement_id).plan
+    order = commerce.order(subscription.customer, plan, "renewal", subscription)
+    renewal = settle_order(order.id, "provider_webhook")
+    FulfillmentOperation.update(status="failed", last_error_code=rules.INVALID_DESIRED_STATE).where(
+        FulfillmentOperation.id == renewal.operation_id
+    ).execute()
+    assert phase.standings([subscription.id])[subscription.id].phase == phase.FAILED
+    operation = changes.reprovision(subscription.customer_id, subscription.id, "req-1", "ops@example", "ticket 9")
+    assert (operation.operation, operation.entitlement_id) == ("create", renewal.entitlement_id)
+    run_operation(operation.id)
+    assert op(operation.id).status == "succeeded"
+    assert phase.standings([subscription.id])[subscription.id].phase == phase.ACTIVE
+    assert subscription_of(renewal).remote_user_id == subscription.remote_user_id
+
+
 # -- the reconcile pass (SPEC 2.16) ----------------------------------------------------------------
 
 

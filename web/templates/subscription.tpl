@@ -22,7 +22,7 @@
 </div>
 % end
 % if standing.phase == "failed":
-<div class="notice" id="without-access">Paid, and the customer has no access: provisioning this period failed or was cancelled. Re-provision queues a new {{"create" if subscription.remote_user_id is None else "reconcile"}} from the period's entitlement.</div>
+<div class="notice" id="without-access">Paid, and the customer has no access: provisioning this period failed or was cancelled. Re-provision queues a new {{"create" if current.status == "pending" else "reconcile"}} from the period's entitlement.</div>
 % end
 % if can_reprovision:
 <form class="inline operator-change panel-box" id="reprovision">
