@@ -484,7 +484,7 @@ def cmd_fake_remnawave(args):
     # Development and tests only: a fake Remnawave panel; no settings, no database.
     from fakes.remnawave import run_cli
 
-    run_cli(host=args.host, port=args.port, token=args.token, latency_ms=args.latency_ms, dev_mode=args.dev_mode)
+    run_cli(args.host, args.port, args.token, args.latency_ms, args.dev_mode, args.state_file, args.fresh)
 
 
 def cmd_fake_provider(args):
@@ -494,7 +494,14 @@ def cmd_fake_provider(args):
     else:
         from fakes.cryptobot import run_cli
 
-    run_cli(host=args.host, port=args.port, webhook_url=args.webhook_url, auto_pay_seconds=args.auto_pay_seconds)
+    run_cli(args.host, args.port, args.webhook_url, args.auto_pay_seconds, args.state_file, args.fresh)
+
+
+def _state_arguments(parser, what):
+    parser.add_argument(
+        "--state-file", help=f"keep the {what} in this JSON file across restarts (default: in memory, empty at start)"
+    )
+    parser.add_argument("--fresh", action="store_true", help="delete the state file first: start empty")
 
 
 def _positive(text):
@@ -608,6 +615,7 @@ def build_parser():
         "--latency-ms", type=float, default=0, help="answer every API call this long after it arrives"
     )
     fake_parser.add_argument("--dev-mode", action="store_true", help="do not require the x-forwarded-* headers")
+    _state_arguments(fake_parser, "users")
     fake_parser.set_defaults(run=cmd_fake_remnawave)
 
     for name, port, what in (("fake-yookassa", 3020, "YooKassa"), ("fake-cryptobot", 3030, "Crypto Pay (CryptoBot)")):
@@ -618,6 +626,7 @@ def build_parser():
         provider_parser.add_argument(
             "--auto-pay-seconds", type=float, help="complete every new payment by itself after this long"
         )
+        _state_arguments(provider_parser, "payments")
         provider_parser.set_defaults(run=cmd_fake_provider)
     telegram_parser = commands.add_parser(
         "fake-telegram", help="development: a fake Telegram Bot API with a chat page (no database)"

@@ -6,7 +6,9 @@ and the entry point turns that into a one-line message and a non-zero exit.
 Secret values are never echoed back in those messages.
 """
 
+import base64
 import ipaddress
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -233,6 +235,30 @@ def _telegram_token(env):
     return raw
 
 
+def _panel_token(env):
+    """Remnawave's API tokens are JWTs the panel signs: anything else can only be refused by the panel later."""
+    name = "APP_REMNAWAVE_TOKEN"
+    raw = _secret(env, name)
+    if raw and not _is_jwt(raw):
+        raise ConfigError(
+            name,
+            "must be the panel's API token, a JWT: three base64url parts separated by dots "
+            "(header.payload.signature), the header a JSON object",
+        )
+    return raw
+
+
+def _is_jwt(raw):
+    if not re.fullmatch(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+", raw):
+        return False
+    header = raw.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
+    except ValueError:
+        return False
+    return isinstance(decoded, dict)
+
+
 def _chat_id(env, name):
     """A Telegram chat id: an integer (supergroups are negative), or 0 when unset."""
     raw = (env.get(name) or "").strip()
@@ -337,7 +363,7 @@ def load_settings(environ=None, dotenv_path=None):
         metrics_token=metrics_token,
         data_encryption_key=_encryption_keys(environ, "APP_DATA_ENCRYPTION_KEY"),
         remnawave_url=_url(environ, "APP_REMNAWAVE_URL"),
-        remnawave_token=_secret(environ, "APP_REMNAWAVE_TOKEN"),
+        remnawave_token=_panel_token(environ),
         telegram_bot_token=_telegram_token(environ),
         retention_interval_hours=_positive_int(environ, "APP_RETENTION_INTERVAL_HOURS", 1),
         retention_outbox_days=_positive_int(environ, "APP_RETENTION_OUTBOX_DAYS", 7),

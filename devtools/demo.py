@@ -21,11 +21,12 @@ from pathlib import Path
 
 from commerce.settlement import settle_order
 from config.settings import PROJECT_ROOT, DatabaseTarget
+from fakes.remnawave import api_token
 from models.commerce import Customer, Order, Plan
 from models.fulfillment import FulfillmentOperation
 
 DEMO_DATABASE_PATH = PROJECT_ROOT / "var" / "demo.sqlite3"
-DEMO_TOKEN = "demo-panel-token-0123456789"
+DEMO_TOKEN = api_token("demo")
 DEMO_ORDERS = 5
 PANEL_FAIL_RATE = 0.2
 

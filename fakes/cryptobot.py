@@ -101,6 +101,20 @@ class FakeCryptoBot(FakeProvider):
         self._next_update_id = 1
         self._updates = {}  # invoice id → (body, headers) of its invoice_paid update as last sent
 
+    def _snapshot(self):
+        return {
+            "invoices": list(self._invoices.values()),
+            "next_invoice_id": self._next_invoice_id,
+            "next_update_id": self._next_update_id,
+            "updates": [[invoice_id, body, headers] for invoice_id, (body, headers) in self._updates.items()],
+        }
+
+    def _restore(self, state):
+        self._invoices = {record["invoice_id"]: record for record in state["invoices"]}
+        self._next_invoice_id = state["next_invoice_id"]
+        self._next_update_id = state["next_update_id"]
+        self._updates = {invoice_id: (body, headers) for invoice_id, body, headers in state["updates"]}
+
     def _state_counts(self):
         return {"invoices": len(self._invoices)}
 
@@ -396,12 +410,14 @@ def _body_params(content_type, raw):
     return dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
 
 
-def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seconds=None):
+def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seconds=None, state_file=None, fresh=False):
     """`python omniflow.py fake-cryptobot`: serve in the foreground until Ctrl-C or SIGTERM."""
     import signal
 
     token, is_dev = default_token()
     fake = FakeCryptoBot(token=token, host=host, port=port, webhook_url=webhook_url, auto_pay_seconds=auto_pay_seconds)
+    if state_file:
+        fake.keep_state_in(state_file, fresh)
 
     def stop(signum, frame):
         raise KeyboardInterrupt
@@ -413,9 +429,11 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seco
     print(f"webhooks to: {webhook_url or 'nowhere (set --webhook-url)'}", flush=True)
     if auto_pay_seconds:
         print(f"every new invoice is paid by itself after {auto_pay_seconds:g} s", flush=True)
+    print(fake.state_line(), flush=True)
     print("control: GET /_fake/invoices, POST /_fake/invoices/ID/pay|expire, /_fake/faults", flush=True)
     try:
         fake.serve_forever()
     except KeyboardInterrupt:
         pass
+    fake.save_state()  # what a request changed just before the stop, whose own write may not have run yet
     print("fake Crypto Pay stopped", flush=True)

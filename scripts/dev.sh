@@ -34,7 +34,7 @@ export PORT="${PORT:-8000}"
 export DEV_WEB_PORT="$PORT"  # honcho gives each process its own PORT; Procfile.dev passes this one to web
 export APP_FAKE_PANEL_PORT="${APP_FAKE_PANEL_PORT:-3010}"
 export APP_REMNAWAVE_URL="${APP_REMNAWAVE_URL:-http://127.0.0.1:${APP_FAKE_PANEL_PORT}}"
-export APP_REMNAWAVE_TOKEN="${APP_REMNAWAVE_TOKEN:-omniflow-fake-remnawave-dev-token}"
+export APP_REMNAWAVE_TOKEN="${APP_REMNAWAVE_TOKEN:-eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ1dWlkIjogIjg2ODc0M2FiLThlYjUtNTVhNC1hZmI5LTljMzhjMmNjMDRkZSIsICJ1c2VybmFtZSI6ICJvbW5pZmxvdy1kZXYifQ.UGGswe8IrAgoL0eoxlq-CNWh-Ds4s4P1pvjtyNSKcsQ}  # fakes/remnawave.py's DEV_TOKEN"
 export APP_OPERATOR_TOKEN="${APP_OPERATOR_TOKEN:-dev-operator-token-0123456789}"
 export APP_MAINTENANCE_PROBE_SECONDS="${APP_MAINTENANCE_PROBE_SECONDS:-10}"
 export APP_COOKIE_SECURE="${APP_COOKIE_SECURE:-false}"  # the panel over plain http from another machine too
@@ -65,6 +65,9 @@ export APP_DATA_ENCRYPTION_KEY
 # Support photos, shared by the bot (which stores them) and web (which shows them to operators).
 export APP_SUPPORT_ATTACHMENT_DIR="${APP_SUPPORT_ATTACHMENT_DIR:-$PWD/var/support-attachments}"
 
+# The fake panel, YooKassa and Crypto Pay keep their users and payments here, so a restart finds what the
+# database remembers; DEV_FRESH_FAKES=1 starts them empty (the database stays).
+export DEV_FAKE_STATE_DIR="${DEV_FAKE_STATE_DIR:-$PWD/var}"
 export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
 python omniflow.py dev-seed
 echo "dev: fake Remnawave panel on ${APP_REMNAWAVE_URL}; admin API token ${APP_OPERATOR_TOKEN}"

@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from devtools import sample_payment, stack
+from fakes.remnawave import DEV_TOKEN as DEV_PANEL_TOKEN
 from fakes.telegram import DEV_TOKEN
 from tests.support.processes import wait_for
 
@@ -305,7 +306,7 @@ def test_the_worker_starts_only_once_a_panel_slow_to_come_up_answers(tmp_path):
 
     database = tmp_path / "dev.sqlite3"
     web_port, late_port, telegram_port = free_port(), free_port(), free_port()
-    token = "omniflow-fake-remnawave-dev-token"
+    token = DEV_PANEL_TOKEN
     env = newcomer_environment(
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         DATABASE_URL=f"sqlite:///{database}",

@@ -10,6 +10,7 @@ GET  /v1/panel/customers/{c}                                  a customer and the
 GET  /v1/panel/customers/{c}/orders|payments|wallet           (payments.read), keyset pages
 GET  /v1/panel/subscriptions/{s}                              periods and operations (subscriptions.read)
 POST /v1/panel/customers/{c}/subscriptions/{s}/pause|resume   (subscriptions.write, X-Operator-Reason)
+POST /v1/panel/customers/{c}/subscriptions/{s}/reprovision    a failed one provisioned again (the same)
 GET  /v1/panel/orders/{o}, /v1/panel/payments/{p}             (payments.read)
 POST /v1/panel/orders/{o}/refund {amountMinor?, to?}          in full or in part, back where it was paid or to
                                                               the wallet (payments.write, X-Operator-Reason)
@@ -57,6 +58,7 @@ from web.problems import Problem
 DEFAULT_PAGE = 25
 MAX_PAGE = 200
 SUBSCRIPTION_OPERATIONS = 100
+WITHOUT_ACCESS_LISTED = 20  # Home links this many of the paid subscriptions without access
 TEXT_ID_MAX = 64
 # What a refund's audit event is filed under.
 PAYMENTS_CATEGORY = "payments"
@@ -251,7 +253,12 @@ def overview(operator, now=None):
             "newToday": new.where(Customer.created_at >= today).count(),
             "newThisMonth": new.where(Customer.created_at >= month).count(),
         }
-        body["subscriptions"] = {"active": active_subscriptions(now)}
+        without_access = paid_without_access(now)
+        body["subscriptions"] = {
+            "active": active_subscriptions(now),
+            "withoutAccess": len(without_access),
+            "withoutAccessIds": without_access[:WITHOUT_ACCESS_LISTED],
+        }
     if operators.SYSTEM_READ in allowed:
         body["operations"] = failing_operations()
         body["queue"] = queue_health()
@@ -271,6 +278,28 @@ def active_subscriptions(now):
         )
         .scalar()
     )
+
+
+def paid_without_access(now):
+    """Ids of the subscriptions in phase `failed`: paid for, and no access until an operator acts. Cancelling
+    the failed operation leaves them here; a re-provision (then they are provisioning) or a refund takes
+    them off.
+    The candidates are few — periods never provisioned whose create ended, and periods the panel reported
+    in a status Omniflow does not know — and their phase decides."""
+    never_provisioned = FulfillmentOperation.select(FulfillmentOperation.entitlement).where(
+        FulfillmentOperation.operation == "create", FulfillmentOperation.status.in_(phase.ENDED_WITHOUT_PROVISIONING)
+    )
+    candidates = [
+        row.subscription_id
+        for row in Entitlement.select(Entitlement.subscription)
+        .where(
+            ((Entitlement.status == "pending") & Entitlement.id.in_(never_provisioned))
+            | (Entitlement.status == "failed")
+        )
+        .distinct()
+    ]
+    standings = phase.standings(candidates, now)
+    return sorted(s for s, standing in standings.items() if standing.phase == phase.FAILED)
 
 
 def failing_operations():
@@ -618,7 +647,7 @@ def build():
             },
         )
 
-    def pause_or_resume(change):
+    def subscription_change(change):
         def route(operator, customer_id, subscription_id):
             reason = panel.operator_reason()
             request_id = panel.change_request_id(json_body())
@@ -641,9 +670,9 @@ def build():
 
         return route
 
-    for action, change in (("pause", changes.pause), ("resume", changes.resume)):
+    for action, change in (("pause", changes.pause), ("resume", changes.resume), ("reprovision", changes.reprovision)):
         app.post(f"/v1/panel/customers/<customer_id>/subscriptions/<subscription_id>/{action}")(
-            signed_in(operators.SUBSCRIPTIONS_WRITE)(pause_or_resume(change))
+            signed_in(operators.SUBSCRIPTIONS_WRITE)(subscription_change(change))
         )
 
     @app.get("/v1/panel/orders/<order_id>")

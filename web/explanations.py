@@ -35,7 +35,8 @@ CATALOGUE = {
     ),
     rules.INVALID_DESIRED_STATE: Explanation(
         "What this operation should push to the panel cannot be read; retrying cannot fix it.",
-        "Cancel this operation and make the change again from the subscription's page.",
+        "Cancel this operation and make the change again from the subscription's page; for a create, that "
+        "page's Re-provision queues a new one from the period's entitlement.",
     ),
     rules.MAINTENANCE_ACTIVE: Explanation(
         "Maintenance mode is on, so fulfillment is held; no attempt is spent while it waits.",

@@ -285,7 +285,18 @@ OVERVIEW = _object(
         "date": {"type": "string", "format": "date", "description": "today in the operator's time zone"},
         "revenue": _nullable(_object({"today": MONEY, "month": MONEY})),
         "customers": _nullable(_object({"newToday": INTEGER, "newThisMonth": INTEGER})),
-        "subscriptions": _nullable(_object({"active": INTEGER})),
+        "subscriptions": _nullable(
+            _object(
+                {
+                    "active": INTEGER,
+                    "withoutAccess": {
+                        **INTEGER,
+                        "description": "subscriptions in phase failed: paid, no access until an operator acts",
+                    },
+                    "withoutAccessIds": {"type": "array", "items": STRING, "description": "the first 20 of them"},
+                }
+            )
+        ),
         "operations": _nullable(_object({"failed": INTEGER, "retrying": INTEGER})),
         "queue": _nullable(
             _object(
@@ -900,13 +911,19 @@ def _back_office_paths():
             }
         },
     }
-    for action, summary in (
-        ("pause", "Pause: the clock stops and the panel's user is disabled (SPEC 2.25)"),
-        ("resume", "Resume: the paused time is given back and the user enabled once the panel has it"),
+    for action, audited, summary in (
+        ("pause", "paused", "Pause: the clock stops and the panel's user is disabled (SPEC 2.25)"),
+        ("resume", "resumed", "Resume: the paused time is given back and the user enabled once the panel has it"),
+        (
+            "reprovision",
+            "reprovisioned",
+            "Re-provision a subscription in phase failed (paid, no access): a new create from its entitlement"
+            " when that period never reached the panel, else a reconcile",
+        ),
     ):
         paths[f"/v1/panel/customers/{{customerID}}/subscriptions/{{subscriptionID}}/{action}"] = {
             "post": {
-                "summary": f"{summary} (subscriptions.write, audited `panel.subscription.{action}d`)",
+                "summary": f"{summary} (subscriptions.write, audited `panel.subscription.{audited}`)",
                 "security": SESSION,
                 "parameters": [customer, _text_id("subscriptionID"), REASON],
                 "requestBody": {
@@ -933,7 +950,10 @@ def _back_office_paths():
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such subscription for this customer (`subscription_not_found`)"),
-                    "409": _error("`already_paused`, `not_paused`, or never provisioned (`not_provisioned`)"),
+                    "409": _error(
+                        "`already_paused`, `not_paused`, never provisioned (`not_provisioned`), or, for reprovision,"
+                        " not in phase failed (`not_failed`)"
+                    ),
                 },
             }
         }

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import CRYPTOBOT_API_URL, YOOKASSA_API_URL, ConfigError, load_settings
+from fakes.remnawave import DEV_TOKEN as DEV_PANEL_TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,6 +72,22 @@ def test_a_bad_secret_is_not_echoed():
     with pytest.raises(ConfigError) as error:
         load_settings({"APP_OPERATOR_TOKEN": "tooshort"})
     assert "tooshort" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["tiny", "a-long-token-that-is-no-jwt-0123", "one.two.three", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0", "a b.c.d"],
+)
+def test_a_panel_token_that_is_no_jwt_is_refused_with_the_rule_and_never_echoed(token):
+    with pytest.raises(ConfigError) as error:
+        load_settings({"APP_REMNAWAVE_TOKEN": token})
+    assert error.value.variable == "APP_REMNAWAVE_TOKEN"
+    assert "JWT" in str(error.value) and "three base64url parts" in str(error.value)
+    assert token not in str(error.value)
+
+
+def test_a_panel_token_shaped_like_the_panels_jwts_is_accepted():
+    assert load_settings({"APP_REMNAWAVE_TOKEN": DEV_PANEL_TOKEN}).remnawave_token == DEV_PANEL_TOKEN
 
 
 def test_dotenv_file_is_read_and_the_environment_wins(tmp_path, monkeypatch):

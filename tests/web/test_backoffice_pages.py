@@ -9,8 +9,10 @@ import re
 import pytest
 from bottle import html_escape
 
+from fulfillment import repair
+from models.base import db
 from models.commerce import Customer
-from models.fulfillment import FulfillmentOperation
+from models.fulfillment import Entitlement, FulfillmentOperation
 from models.operators import Operator
 from tests.web import test_panel_api as api
 from tests.web.test_pages import page
@@ -273,6 +275,29 @@ def test_refund_and_pause_are_offered_only_to_operators_who_may_use_them(web, sh
     readers = api.session_of(web, "reader", ["subscriptions.read", "payments.read"])
     assert "/refund" not in page(web, f"/panel/orders/{shop_world['order'].id}", readers).text
     assert "/pause" not in page(web, f"/panel/subscriptions/{shop_world['subscription'].id}", readers).text
+
+
+def test_a_subscription_paid_without_access_is_linked_from_home_and_its_page_offers_reprovision_to_writers(
+    web, shop_world
+):
+    waiting = shop_world["waiting_settlement"]
+    with db.atomic():
+        repair.cancel_operation(waiting.operation_id, "operator:alice", "the advice says so")
+    subscription_id = Entitlement.get_by_id(waiting.entitlement_id).subscription_id
+    headers = api.session_of(web)
+    home = page(web, "/panel", headers).text
+    assert re.search(r'id="without-access".*?>1</span>', home, re.DOTALL)
+    assert f'href="/panel/subscriptions/{subscription_id}"' in home
+    text = page(web, f"/panel/subscriptions/{subscription_id}", headers).text
+    assert 'id="phase">failed<' in text and "the customer has no access" in text
+    action = f"/v1/panel/customers/{shop_world['customer'].id}/subscriptions/{subscription_id}/reprovision"
+    assert re.search(
+        rf'<form class="inline operator-change[^"]*" id="reprovision">.*?data-action="{action}"', text, re.DOTALL
+    )
+    assert 'name="reason"' in text and "requestId" in text
+    reader = api.session_of(web, "reader", ["subscriptions.read"])
+    assert "/reprovision" not in page(web, f"/panel/subscriptions/{subscription_id}", reader).text
+    assert "/reprovision" not in page(web, f"/panel/subscriptions/{shop_world['subscription'].id}", headers).text
 
 
 def test_operation_pages_link_the_order_their_keys_name_and_explain_their_error_code(web, shop_world):
