@@ -12,10 +12,12 @@ import threading
 import psycopg2
 import pytest
 
+from commerce import ledger
 from commerce.settlement import settle_order
 from config.settings import load_settings
 from models.base import db
 from models.fulfillment import EntitlementDrift
+from models.ledger import LedgerEntry
 from models.ops import OutboxEvent
 from models.support import SupportAttachment
 from ops import retention
@@ -331,10 +333,21 @@ def test_a_sweep_over_ancient_rows_of_every_kind_changes_only_disposable_tables(
         drift(settlement.entitlement_id, "resolved", NOW - 1000 * DAY)
     outbox(NOW - 1000 * DAY)
     attachment(stored_file(attachment_dir, b"a"), NOW - 1000 * DAY)
+    # Bonus credits long past their expiry, one already expired by commerce_maintenance: ledger entries
+    # carry an expires_at, and still are never retention's to delete.
+    carol = commerce.customer("Carol")
+    with db.atomic():
+        ledger.grant_bonus(carol.id, 500, "RUB", expires_at=NOW - 1000 * DAY)
+    assert ledger.expire_bonuses() == 1
+    with db.atomic():
+        ledger.grant_bonus(carol.id, 300, "RUB", expires_at=NOW - 900 * DAY)
+    bonuses = {row.id for row in LedgerEntry.select().where(LedgerEntry.expires_at.is_null(False))}
     far_future = NOW + 100 * 365 * DAY  # every window has passed for every dated row
     tables = sorted(user_tables(database))
     before = {table: db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables}
-    retention.sweep(settings(support_attachment_dir=attachment_dir), now=far_future)
+    results = retention.sweep(settings(support_attachment_dir=attachment_dir), now=far_future)
     after = {table: db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables}
     changed = {table for table in tables if before[table] != after[table]}
     assert changed == {"outbox_events", "entitlement_drifts", "support_attachments"}
+    assert [result.error for result in results if result.error] == []  # no step tried and failed either
+    assert len(bonuses) == 2 and bonuses <= {row.id for row in LedgerEntry.select()}
