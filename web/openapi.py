@@ -17,7 +17,7 @@ from models.campaigns import CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUS
 from models.catalogue import GIFT_CARD_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
-from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES
+from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES, WEBHOOK_VERDICTS
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
@@ -253,7 +253,9 @@ DELIVERY = _object(
         "id": INTEGER,
         "providerEventId": NULLABLE_STRING,
         "receivedAt": TIME,
-        "signatureOk": BOOLEAN,
+        "signatureOk": BOOLEAN,  # a signature verified; never true for YooKassa, which signs nothing
+        # what was checked: the signature, or what the API said of an unsigned notification; null: nothing yet
+        "verdict": {"type": ["string", "null"], "enum": [*WEBHOOK_VERDICTS, None]},
         "processedAt": TIME,
         "outcome": NULLABLE_STRING,
     }

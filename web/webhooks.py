@@ -22,7 +22,7 @@ from commerce.providers import HOSTED, PROVIDER_NOT_CONFIGURED
 from integrations.payments import BAD_SIGNATURE, MALFORMED_WEBHOOK
 from models.payments import WEBHOOK_BODY_LIMIT
 from web import problems
-from web.answers import answered, json_answer, plain_digits, require_schema
+from web.answers import answered, client_address, json_answer, plain_digits, require_schema
 from web.problems import Problem
 
 BODY_TOO_LARGE = problems.BODY_TOO_LARGE
@@ -52,7 +52,7 @@ def _receive(adapter, name):
         raise Problem(404, PROVIDER_NOT_CONFIGURED, f"{name} is not configured here")
     body = _capped_body()
     require_schema(problems.DATABASE_UNAVAILABLE, "the database")
-    intake = webhooks.receive(adapter, body, bottle.request.headers)
+    intake = webhooks.receive(adapter, body, bottle.request.headers, client_address())
     if intake.status == 200:
         return json_answer(200, {"outcome": intake.outcome})
     raise Problem(intake.status, intake.outcome, DETAILS[intake.outcome])

@@ -147,6 +147,24 @@ def test_resolved_drifts_go_after_their_window_and_open_ones_stay(database):
     assert old not in ids(EntitlementDrift)
 
 
+def test_a_rejected_webhook_delivery_goes_after_days_and_an_accepted_one_stays_its_month(database):
+    from commerce import webhooks
+    from models.base import utcnow
+    from models.payments import ProviderWebhookEvent
+
+    rejected = webhooks.reject("cryptobot", b"x" * 5000, {}, "203.0.113.9", "bad_signature")
+    accepted = ProviderWebhookEvent.create(
+        provider="cryptobot",
+        signature_ok=True,
+        outcome="settled",
+        retain_until=utcnow() + webhooks.RETENTION,
+        body=b"{}",
+    ).id
+    retention.sweep(settings(), now=utcnow() + webhooks.REJECTED_RETENTION + datetime.timedelta(minutes=1))
+    assert ids(ProviderWebhookEvent) == {accepted}
+    assert rejected != accepted and webhooks.REJECTED_RETENTION <= 7 * DAY
+
+
 def test_expired_attachment_rows_go_and_unexpired_ones_stay(database, attachment_dir):
     directory = attachment_dir
     expired = attachment(stored_file(directory, b"old"), NOW - DAY)
