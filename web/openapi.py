@@ -998,14 +998,18 @@ CRYPTOBOT_UPDATE = {
 
 def _commerce_paths():
     webhook_errors = {
-        "400": _error("not this provider's documented notification (`malformed_webhook`); the delivery is kept"),
-        "401": _error("a bad signature (`bad_signature`); the delivery is kept, nothing is applied"),
+        "400": _error("not this provider's documented notification (`malformed_webhook`); kept for audit"),
+        "401": _error("a bad signature (`bad_signature`); kept for audit, nothing is applied"),
         "404": _error("this provider is not configured here (`provider_not_configured`); nothing is kept"),
         "413": _error("a body over 64 KiB (`body_too_large`); nothing is kept"),
+        "429": _error(
+            "more than APP_WEBHOOK_RATE_LIMIT requests a minute from this address (`too_many_requests`): deliver"
+            " again after Retry-After; nothing is kept"
+        ),
         "503": _error("the database is unreachable (`database_unavailable`): deliver again. Never for maintenance."),
     }
 
-    def webhook(summary, schema, parameters=()):
+    def webhook(summary, schema, parameters=(), errors=None):
         return {
             "post": {
                 "summary": summary,
@@ -1018,6 +1022,7 @@ def _commerce_paths():
                         " (YooKassa) and applies it",
                     ),
                     **webhook_errors,
+                    **(errors or {}),
                 },
             }
         }
@@ -1055,6 +1060,12 @@ def _commerce_paths():
             "YooKassa notifications (a payment's, and `refund.succeeded`); each is confirmed by fetching the"
             " payment or the refund from YooKassa's API",
             YOOKASSA_NOTIFICATION,
+            errors={
+                "403": _error(
+                    "not from an address YooKassa notifies from (APP_YOOKASSA_WEBHOOK_ADDRESSES,"
+                    " `webhook_address_refused`); the delivery is kept for audit, nothing is applied"
+                )
+            },
         ),
         "/v1/webhooks/cryptobot": webhook(
             "Crypto Pay (CryptoBot) updates, signed", CRYPTOBOT_UPDATE, parameters=[signature]
