@@ -40,8 +40,9 @@ YOOKASSA_NOTIFICATION_ADDRESSES = (
     "2a02:5180::/32",
 )
 # Webhook requests a client address may make per minute (per web process). A provider's burst stays well
-# under it: YooKassa notifies from dozens of addresses and Crypto Pay once per paid invoice, and both
-# deliver again after a 429, so a genuine delivery is only delayed; a flood costs no more than this.
+# under it: YooKassa notifies from dozens of addresses, one notification per payment event, and delivers
+# again for 24 hours after any answer but 200; any payment whose delivery is still refused is settled by
+# payment_reconcile's poll. A flood costs no more than this.
 WEBHOOK_RATE_LIMIT = 600
 TELEGRAM_API_URL = "https://api.telegram.org"  # a local Bot API server or the fake stands in (SPEC 14.1)
 BOT_LEASE_TTL_S = 30  # SPEC 14.2; tests shorten it with OMNIFLOW_TEST_BOT_LEASE_TTL_SECONDS
