@@ -86,8 +86,8 @@ REJECTED_RETENTION = datetime.timedelta(days=3)
 # Kept with every delivery, each value cut to AUDITED_HEADER_CHARS: enough to tell a sender and its software.
 AUDITED_HEADERS = ("Content-Type", "User-Agent")
 AUDITED_HEADER_CHARS = 256
-# Of a signature only its length is kept: its value is the sender's to choose, and the statement that
-# stores it may be logged.
+# Of a signature only its length is kept: its value is the sender's to choose (our own token, say), and
+# whoever reads the row is not to see it.
 AUDITED_LENGTHS = (SIGNATURE_HEADER,)
 JOB_KIND = "webhook_delivery"
 # Backoff attempt⁴ s: the last of 8 tries comes about 78 minutes after the first.
@@ -277,7 +277,7 @@ def _audit(body, headers, address):
         value = header(headers, name)
         if value is not None:
             seen[name.lower()] = f"{len(value)} characters" if name in AUDITED_LENGTHS else value[:AUDITED_HEADER_CHARS]
-    return len(body), hashlib.sha256(body).hexdigest(), json.dumps(seen, sort_keys=True)
+    return len(body), hashlib.sha256(body).hexdigest(), _blob(json.dumps(seen, sort_keys=True).encode())
 
 
 def _applied_elsewhere(provider, event_id, delivery_id):
@@ -285,8 +285,8 @@ def _applied_elsewhere(provider, event_id, delivery_id):
 
 
 def _blob(body):
-    """The body as the driver's binary type, as the model's BlobField sends it: its repr (in a
-    debug log of the statement) is an object's, never the bytes, which may hold card digits."""
+    """The body (or the audited headers) as the driver's binary type, as the model's BlobField sends it: its
+    repr (in a debug log of the statement) is an object's, never the bytes, which may hold card digits."""
     return ProviderWebhookEvent.body.db_value(bytes(body))
 
 

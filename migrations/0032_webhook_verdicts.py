@@ -7,7 +7,8 @@
   `signature_ok` is true only where a signature verified: YooKassa rows stored
   before are set false (no signature was ever checked on them).
 - `body_size`, `body_sha256`, `headers`: the delivery's size and digest, and
-  the client address and the headers that matter, as JSON. A rejected
+  the client address and the headers that matter, as JSON (binary, like the
+  body: a logged statement shows neither). A rejected
   delivery keeps only the first KiB of its body, so these say what it was.
 - Rejected deliveries stored before (bad signature, malformed) are kept days
   rather than a month from now on (commerce/webhooks.py REJECTED_RETENTION).
@@ -22,7 +23,7 @@ UP = [
     "ALTER TABLE provider_webhook_events ADD COLUMN verdict TEXT",
     "ALTER TABLE provider_webhook_events ADD COLUMN body_size INTEGER",
     "ALTER TABLE provider_webhook_events ADD COLUMN body_sha256 TEXT",
-    "ALTER TABLE provider_webhook_events ADD COLUMN headers TEXT",
+    "ALTER TABLE provider_webhook_events ADD COLUMN headers BYTEA",
     "UPDATE provider_webhook_events SET verdict = 'signature_valid' WHERE provider = 'cryptobot' AND signature_ok",
     "UPDATE provider_webhook_events SET verdict = 'signature_bad' WHERE outcome = 'bad_signature'",
     "UPDATE provider_webhook_events SET signature_ok = FALSE WHERE provider = 'yookassa' AND signature_ok",

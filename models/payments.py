@@ -75,7 +75,7 @@ class ProviderWebhookEvent(BaseModel):
     body = BlobField()
     body_size = IntegerField(null=True)  # the whole body's, whatever part of it is kept
     body_sha256 = TextField(null=True)
-    headers = TextField(null=True)  # JSON: the client's address and the headers that matter for audit
+    headers = BlobField(null=True)  # JSON: the client's address and the headers that matter for audit
 
     class Meta:
         table_name = "provider_webhook_events"
