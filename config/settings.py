@@ -31,6 +31,22 @@ SECRET_VARIABLES = (
 # The providers' real APIs (the adapters' own defaults, integrations/payments/).
 YOOKASSA_API_URL = "https://api.yookassa.ru/v3"
 CRYPTOBOT_API_URL = "https://pay.crypt.bot"  # testnet: https://testnet-pay.crypt.bot
+# Where YooKassa sends its notifications from, as its documentation on notifications publishes it
+# (yookassa.ru/developers/using-api/webhooks, "IP addresses"): nothing else may deliver one.
+YOOKASSA_NOTIFICATION_ADDRESSES = (
+    "185.71.76.0/27",
+    "185.71.77.0/27",
+    "77.75.153.0/25",
+    "77.75.156.11",
+    "77.75.156.35",
+    "77.75.154.128/25",
+    "2a02:5180::/32",
+)
+# Webhook requests a client address may make per minute (per web process). A provider's burst stays well
+# under it: YooKassa notifies from dozens of addresses, one notification per payment event, and delivers
+# again for 24 hours after any answer but 200; any payment whose delivery is still refused is settled by
+# payment_reconcile's poll. A flood costs no more than this.
+WEBHOOK_RATE_LIMIT = 600
 TELEGRAM_API_URL = "https://api.telegram.org"  # a local Bot API server or the fake stands in (SPEC 14.1)
 BOT_LEASE_TTL_S = 30  # SPEC 14.2; tests shorten it with OMNIFLOW_TEST_BOT_LEASE_TTL_SECONDS
 MIN_BOT_LEASE_TTL_S = 3
@@ -99,6 +115,9 @@ class Settings:
     cookie_secure: bool = True  # False only for development over plain http
     trusted_proxy: str = ""  # the reverse proxy whose X-Forwarded-For names the client ("*": any peer)
     trusted_proxy_count: int = 1  # how many proxies in a row append to X-Forwarded-For
+    # None: any address may deliver (the dev stack, whose fakes run on this machine)
+    yookassa_webhook_addresses: tuple = tuple(ipaddress.ip_network(net) for net in YOOKASSA_NOTIFICATION_ADDRESSES)
+    webhook_rate_limit: int = WEBHOOK_RATE_LIMIT  # requests per minute per client address, on the webhook routes
     outbox_retry_base_ms: int = 10_000  # the outbox's first retry delay; tests shorten it
     outbox_allow_private_destinations: bool = False  # on-premises receivers on loopback or private addresses
     telegram_api_url: str = TELEGRAM_API_URL
@@ -190,6 +209,23 @@ def _proxy_address(env, name):
         except ValueError:
             raise ConfigError(name, f"must be the proxy's IP address (as it connects) or *, got {raw!r}") from None
     return raw
+
+
+def _networks(env, name, default):
+    """Comma-separated IP addresses and CIDR networks, or * for any address (None)."""
+    raw = (env.get(name) or "").strip()
+    if raw == "*":
+        return None
+    entries = [entry.strip() for entry in raw.split(",") if entry.strip()] if raw else list(default)
+    if not entries:
+        raise ConfigError(name, "must list IP addresses or networks (CIDR), comma-separated, or be *")
+    networks = []
+    for entry in entries:
+        try:
+            networks.append(ipaddress.ip_network(entry))
+        except ValueError:
+            raise ConfigError(name, f"must list IP addresses or networks (185.71.76.0/27), got {entry!r}") from None
+    return tuple(networks)
 
 
 def _secret(env, name, min_length=0):
@@ -386,6 +422,10 @@ def load_settings(environ=None, dotenv_path=None):
         cookie_secure=_boolean(environ, "APP_COOKIE_SECURE", True),
         trusted_proxy=_proxy_address(environ, "APP_TRUSTED_PROXY"),
         trusted_proxy_count=_positive_int(environ, "APP_TRUSTED_PROXY_COUNT", 1),
+        yookassa_webhook_addresses=_networks(
+            environ, "APP_YOOKASSA_WEBHOOK_ADDRESSES", YOOKASSA_NOTIFICATION_ADDRESSES
+        ),
+        webhook_rate_limit=_positive_int(environ, "APP_WEBHOOK_RATE_LIMIT", WEBHOOK_RATE_LIMIT),
         outbox_retry_base_ms=_positive_int(environ, "APP_OUTBOX_RETRY_BASE_MS", 10_000),
         outbox_allow_private_destinations=_boolean(environ, "APP_OUTBOX_ALLOW_PRIVATE_DESTINATIONS", False),
         telegram_api_url=_base_url(environ, "APP_TELEGRAM_API_URL", TELEGRAM_API_URL),

@@ -51,6 +51,8 @@ export APP_FAKE_YOOKASSA_PORT="${APP_FAKE_YOOKASSA_PORT:-3020}"
 export APP_YOOKASSA_SHOP_ID="${APP_YOOKASSA_SHOP_ID:-100500}"
 export APP_YOOKASSA_SECRET_KEY="${APP_YOOKASSA_SECRET_KEY:-test_omniflow-fake-yookassa-dev-secret}"
 export APP_YOOKASSA_API_URL="${APP_YOOKASSA_API_URL:-http://127.0.0.1:${APP_FAKE_YOOKASSA_PORT}/v3}"
+# The fake notifies from this machine, not from YooKassa's published addresses: take notifications from anywhere.
+export APP_YOOKASSA_WEBHOOK_ADDRESSES="${APP_YOOKASSA_WEBHOOK_ADDRESSES:-*}"
 export APP_FAKE_CRYPTOBOT_PORT="${APP_FAKE_CRYPTOBOT_PORT:-3030}"
 export APP_CRYPTOBOT_TOKEN="${APP_CRYPTOBOT_TOKEN:-1234:AAomniflowFakeCryptoPayDevToken}"
 export APP_CRYPTOBOT_API_URL="${APP_CRYPTOBOT_API_URL:-http://127.0.0.1:${APP_FAKE_CRYPTOBOT_PORT}}"

@@ -277,14 +277,14 @@ def no_first_attempt_failed(database, log):
 def test_the_sample_yookassa_payment_settles_through_the_fakes_webhook_and_the_renewal_from_the_wallet(dev_stack):
     settled = rows(
         dev_stack.database,
-        "SELECT e.provider, e.signature_ok, e.outcome, o.status, o.settled_by, s.remote_user_id"
+        "SELECT e.provider, e.verdict, e.outcome, o.status, o.settled_by, s.remote_user_id"
         " FROM provider_webhook_events e JOIN payment_intents i ON i.id = e.payment_intent_id"
         " JOIN orders o ON o.id = i.order_id JOIN subscriptions s ON s.id = o.subscription_id"
         " WHERE e.outcome = 'settled'",
     )
     assert len(settled) == 1
-    provider, signature_ok, outcome, status, settled_by, remote_user = settled[0]
-    assert (provider, signature_ok, status, settled_by) == ("yookassa", 1, "fulfilled", "provider_webhook")
+    provider, verdict, outcome, status, settled_by, remote_user = settled[0]
+    assert (provider, verdict, status, settled_by) == ("yookassa", "confirmed", "fulfilled", "provider_webhook")
     assert remote_user is not None  # the worker made its user on the fake panel
     wait_for(lambda: "the webhook settled order" in dev_stack.log.read_text(), timeout=10, message="the log")
     assert "the fake YooKassa completed payment" in dev_stack.log.read_text()

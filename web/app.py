@@ -46,7 +46,7 @@ def create_app(settings):
     app.merge(health.build())
     app.merge(admin.build(settings.operator_token))
     app.merge(checkout.build(settings.operator_token, offered, settings.public_url, settings.topup_max_minor))
-    app.merge(webhooks.build(offered))
+    app.merge(webhooks.build(offered, settings))
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
     app.merge(backoffice_codes.build())

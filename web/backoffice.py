@@ -192,6 +192,7 @@ def delivery_json(event):
         "providerEventId": event.provider_event_id,
         "receivedAt": iso(event.received_at),
         "signatureOk": bool(event.signature_ok),
+        "verdict": event.verdict,
         "processedAt": iso(event.processed_at),
         "outcome": event.outcome,
     }
@@ -511,6 +512,7 @@ def deliveries_of(intent):
             ProviderWebhookEvent.provider_event_id,
             ProviderWebhookEvent.received_at,
             ProviderWebhookEvent.signature_ok,
+            ProviderWebhookEvent.verdict,
             ProviderWebhookEvent.processed_at,
             ProviderWebhookEvent.outcome,
         )

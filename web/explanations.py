@@ -87,6 +87,11 @@ CATALOGUE = {
         "The delivery's signature did not verify: it did not come from the provider with this shop's key.",
         "Nothing was settled. If real payments arrive like this, check APP_CRYPTOBOT_TOKEN against the provider.",
     ),
+    "webhook_address_refused": Explanation(
+        "The delivery came from an address YooKassa does not send notifications from.",
+        "Nothing was settled. If genuine notifications arrive like this, set APP_TRUSTED_PROXY (behind a reverse"
+        " proxy), or APP_YOOKASSA_WEBHOOK_ADDRESSES if YooKassa has published new addresses.",
+    ),
     payments.MALFORMED_WEBHOOK: Explanation(
         "The delivery is not in the provider's documented shape.",
         "Nothing was settled; the reconcile pass polls the payment itself.",

@@ -17,7 +17,7 @@ from models.campaigns import CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUS
 from models.catalogue import GIFT_CARD_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
-from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES
+from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES, WEBHOOK_VERDICTS
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
@@ -253,7 +253,9 @@ DELIVERY = _object(
         "id": INTEGER,
         "providerEventId": NULLABLE_STRING,
         "receivedAt": TIME,
-        "signatureOk": BOOLEAN,
+        "signatureOk": BOOLEAN,  # a signature verified; never true for YooKassa, which signs nothing
+        # what was checked: the signature, or what the API said of an unsigned notification; null: nothing yet
+        "verdict": {"type": ["string", "null"], "enum": [*WEBHOOK_VERDICTS, None]},
         "processedAt": TIME,
         "outcome": NULLABLE_STRING,
     }
@@ -1016,14 +1018,18 @@ CRYPTOBOT_UPDATE = {
 
 def _commerce_paths():
     webhook_errors = {
-        "400": _error("not this provider's documented notification (`malformed_webhook`); the delivery is kept"),
-        "401": _error("a bad signature (`bad_signature`); the delivery is kept, nothing is applied"),
+        "400": _error("not this provider's documented notification (`malformed_webhook`); kept for audit"),
+        "401": _error("a bad signature (`bad_signature`); kept for audit, nothing is applied"),
         "404": _error("this provider is not configured here (`provider_not_configured`); nothing is kept"),
         "413": _error("a body over 64 KiB (`body_too_large`); nothing is kept"),
+        "429": _error(
+            "more than APP_WEBHOOK_RATE_LIMIT requests a minute from this address (`too_many_requests`): deliver"
+            " again after Retry-After; nothing is kept"
+        ),
         "503": _error("the database is unreachable (`database_unavailable`): deliver again. Never for maintenance."),
     }
 
-    def webhook(summary, schema, parameters=()):
+    def webhook(summary, schema, parameters=(), errors=None):
         return {
             "post": {
                 "summary": summary,
@@ -1036,6 +1042,7 @@ def _commerce_paths():
                         " (YooKassa) and applies it",
                     ),
                     **webhook_errors,
+                    **(errors or {}),
                 },
             }
         }
@@ -1073,6 +1080,12 @@ def _commerce_paths():
             "YooKassa notifications (a payment's, and `refund.succeeded`); each is confirmed by fetching the"
             " payment or the refund from YooKassa's API",
             YOOKASSA_NOTIFICATION,
+            errors={
+                "403": _error(
+                    "not from an address YooKassa notifies from (APP_YOOKASSA_WEBHOOK_ADDRESSES,"
+                    " `webhook_address_refused`); the delivery is kept for audit, nothing is applied"
+                )
+            },
         ),
         "/v1/webhooks/cryptobot": webhook(
             "Crypto Pay (CryptoBot) updates, signed", CRYPTOBOT_UPDATE, parameters=[signature]

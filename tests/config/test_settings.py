@@ -38,6 +38,30 @@ def test_session_cookies_are_secure_and_no_proxy_is_trusted_unless_configured():
     assert configured.trusted_proxy_count == 2
 
 
+def test_yookassa_notifications_are_taken_from_its_published_addresses_unless_configured_otherwise():
+    from ipaddress import ip_network
+
+    published = load_settings({}).yookassa_webhook_addresses
+    assert [str(network) for network in published] == [
+        "185.71.76.0/27", "185.71.77.0/27", "77.75.153.0/25", "77.75.156.11/32", "77.75.156.35/32",
+        "77.75.154.128/25", "2a02:5180::/32",
+    ]  # fmt: skip
+    assert load_settings({"APP_YOOKASSA_WEBHOOK_ADDRESSES": "*"}).yookassa_webhook_addresses is None
+    mine = load_settings({"APP_YOOKASSA_WEBHOOK_ADDRESSES": " 10.1.2.0/24, ::1 "}).yookassa_webhook_addresses
+    assert mine == (ip_network("10.1.2.0/24"), ip_network("::1/128"))
+    for bad in ("10.1.2.3/24", "yookassa.ru", ",", "10.0.0.0/33"):
+        with pytest.raises(ConfigError, match="APP_YOOKASSA_WEBHOOK_ADDRESSES"):
+            load_settings({"APP_YOOKASSA_WEBHOOK_ADDRESSES": bad})
+
+
+def test_the_webhook_rate_limit_defaults_to_a_providers_burst_and_must_be_positive():
+    assert load_settings({}).webhook_rate_limit == 600
+    assert load_settings({"APP_WEBHOOK_RATE_LIMIT": "5000"}).webhook_rate_limit == 5000
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(ConfigError, match="APP_WEBHOOK_RATE_LIMIT"):
+            load_settings({"APP_WEBHOOK_RATE_LIMIT": bad})
+
+
 def test_postgres_url_is_accepted_in_both_spellings():
     for url in ("postgres://u:p@db:5432/omniflow", "postgresql://u:p@db:5432/omniflow"):
         target = load_settings({"DATABASE_URL": url}).database

@@ -12,10 +12,12 @@ import threading
 import psycopg2
 import pytest
 
+from commerce import ledger
 from commerce.settlement import settle_order
 from config.settings import load_settings
 from models.base import db
 from models.fulfillment import EntitlementDrift
+from models.ledger import LedgerEntry
 from models.ops import OutboxEvent
 from models.support import SupportAttachment
 from ops import retention
@@ -143,6 +145,24 @@ def test_resolved_drifts_go_after_their_window_and_open_ones_stay(database):
     retention.sweep(settings(), now=NOW)
     assert ids(EntitlementDrift) == {recent, still_open, open_with_a_stamp}
     assert old not in ids(EntitlementDrift)
+
+
+def test_a_rejected_webhook_delivery_goes_after_days_and_an_accepted_one_stays_its_month(database):
+    from commerce import webhooks
+    from models.base import utcnow
+    from models.payments import ProviderWebhookEvent
+
+    rejected = webhooks.reject("cryptobot", b"x" * 5000, {}, "203.0.113.9", "bad_signature")
+    accepted = ProviderWebhookEvent.create(
+        provider="cryptobot",
+        signature_ok=True,
+        outcome="settled",
+        retain_until=utcnow() + webhooks.RETENTION,
+        body=b"{}",
+    ).id
+    retention.sweep(settings(), now=utcnow() + webhooks.REJECTED_RETENTION + datetime.timedelta(minutes=1))
+    assert ids(ProviderWebhookEvent) == {accepted}
+    assert rejected != accepted and webhooks.REJECTED_RETENTION <= 7 * DAY
 
 
 def test_expired_attachment_rows_go_and_unexpired_ones_stay(database, attachment_dir):
@@ -331,10 +351,21 @@ def test_a_sweep_over_ancient_rows_of_every_kind_changes_only_disposable_tables(
         drift(settlement.entitlement_id, "resolved", NOW - 1000 * DAY)
     outbox(NOW - 1000 * DAY)
     attachment(stored_file(attachment_dir, b"a"), NOW - 1000 * DAY)
+    # Bonus credits long past their expiry, one already expired by commerce_maintenance: ledger entries
+    # carry an expires_at, and still are never retention's to delete.
+    carol = commerce.customer("Carol")
+    with db.atomic():
+        ledger.grant_bonus(carol.id, 500, "RUB", expires_at=NOW - 1000 * DAY)
+    assert ledger.expire_bonuses() == 1
+    with db.atomic():
+        ledger.grant_bonus(carol.id, 300, "RUB", expires_at=NOW - 900 * DAY)
+    bonuses = {row.id for row in LedgerEntry.select().where(LedgerEntry.expires_at.is_null(False))}
     far_future = NOW + 100 * 365 * DAY  # every window has passed for every dated row
     tables = sorted(user_tables(database))
     before = {table: db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables}
-    retention.sweep(settings(support_attachment_dir=attachment_dir), now=far_future)
+    results = retention.sweep(settings(support_attachment_dir=attachment_dir), now=far_future)
     after = {table: db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables}
     changed = {table for table in tables if before[table] != after[table]}
     assert changed == {"outbox_events", "entitlement_drifts", "support_attachments"}
+    assert [result.error for result in results if result.error] == []  # no step tried and failed either
+    assert len(bonuses) == 2 and bonuses <= {row.id for row in LedgerEntry.select()}

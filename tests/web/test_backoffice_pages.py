@@ -190,19 +190,27 @@ def test_the_payment_page_says_what_each_webhook_delivery_did_in_words(web, shop
     from models.payments import ProviderWebhookEvent
 
     intent = shop_world["intent"]
-    for event_id, outcome, signed in (
-        ("evt-1", "settled", True),
-        ("evt-2", "replayed", True),
-        ("evt-3", "bad_signature", False),
+    for event_id, outcome, verdict in (
+        ("evt-1", "settled", "confirmed"),
+        ("evt-2", "replayed", None),
+        ("evt-3", "bad_signature", None),
+        ("evt-4", "pending", "contradicted"),
+        ("evt-5", "unconfirmed", "unknown"),
     ):
         ProviderWebhookEvent.create(
-            provider="yookassa", provider_event_id=event_id, signature_ok=signed, outcome=outcome,
-            payment_intent=intent.id, retain_until=utcnow(), body=b"{}",
+            provider="yookassa", provider_event_id=event_id, signature_ok=False, verdict=verdict, outcome=outcome,
+            payment_intent=intent.id, retain_until=utcnow(), body=b"{}", processed_at=utcnow() if verdict else None,
         )  # fmt: skip
     shown = page(web, f"/panel/payments/{intent.id}", api.session_of(web)).text
     assert '<td data-outcome="settled" title="settled">settled the order</td>' in shown
     assert ">a repeat of a delivery already applied: nothing changed<" in shown
     assert html_escape(CATALOGUE["bad_signature"].meaning) in shown  # an error code keeps its explanation
+    # What was checked, in words: YooKassa's notifications are what its API said of them, never "valid".
+    verdicts = re.findall(r'data-verdict="([a-z_]*)">([^<]*)<', shown)
+    assert verdicts == [
+        ("confirmed", "confirmed by the API"), ("", "not checked"), ("", "not checked"),
+        ("contradicted", "contradicted by the API"), ("unknown", "unknown to the API"),
+    ]  # fmt: skip
     assert 'data-provider="yookassa">YooKassa<' in shown and 'data-status="succeeded" title="succeeded">paid<' in shown
 
 
