@@ -1,6 +1,7 @@
 """What every JSON route shares: timestamps, JSON answers and bodies, the operator token,
 and the 503 of a process whose database is unreachable or not migrated."""
 
+import base64
 import hmac
 import json
 import logging
@@ -85,9 +86,29 @@ def limit_param(raw, default, maximum):
 
 def id_param(raw, code, what):
     """A positive row id from the path or query, else a 400 with `code`."""
-    if not plain_digits(raw) or len(raw) > 18 or int(raw) == 0:
+    row_id = parsed_id(raw)
+    if row_id is None:
         raise Problem(400, code, f"{what} is a positive whole number")
+    return row_id
+
+
+def parsed_id(raw):
+    """A positive row id of at most 18 digits (below BIGINT's limit, so no query overflows), or None."""
+    if not isinstance(raw, str) or not plain_digits(raw) or len(raw) > 18 or int(raw) == 0:
+        return None
     return int(raw)
+
+
+def cursor_text(raw):
+    """The text inside a cursor this API returned (unpadded URL-safe base64), or a 400 invalid_cursor."""
+    try:
+        return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise bad_cursor() from None
+
+
+def bad_cursor():
+    return Problem(400, problems.INVALID_CURSOR, "cursor must be one this API returned")
 
 
 def plain_digits(raw):

@@ -41,12 +41,15 @@ from web import problems
 from web.admin import maintenance_json
 from web.answers import (
     answered,
+    bad_cursor,
     client_address,
+    cursor_text,
     id_param,
     iso,
     json_answer,
     json_body,
     limit_param,
+    parsed_id,
     require_schema,
 )
 from web.problems import Problem
@@ -102,13 +105,12 @@ def encode_cursor(last_id):
 
 
 def decode_cursor(raw):
-    try:
-        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
-    except (ValueError, UnicodeDecodeError):
-        text = ""
-    if not text.startswith("id:") or not (text[3:].isascii() and text[3:].isdigit()) or len(text) > 24:
-        raise Problem(400, problems.INVALID_CURSOR, "cursor must be one this API returned")
-    return int(text[3:])
+    """The row id a keyset cursor names, or a 400 invalid_cursor (a number no row id can be included)."""
+    text = cursor_text(raw)
+    row_id = parsed_id(text[3:]) if text.startswith("id:") else None
+    if row_id is None:
+        raise bad_cursor()
+    return row_id
 
 
 def operations_page(status, operation, entitlement_id, cursor, limit):
