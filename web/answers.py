@@ -17,6 +17,7 @@ from web.problems import Problem
 logger = logging.getLogger("omniflow.web")
 
 MAX_BODY_BYTES = 64 * 1024
+JSON_MEDIA_TYPE = "application/json"
 
 
 def iso(value):
@@ -43,7 +44,18 @@ def json_answer(status, body):
 
 
 def json_body():
-    """The request's JSON object, or a 400 invalid_body (a 413 body_too_large over MAX_BODY_BYTES)."""
+    """The request's JSON object, or a 400 invalid_body (a 413 body_too_large over MAX_BODY_BYTES).
+
+    A body sent as anything but application/json is a 415 before it is read: a
+    page of another site can send a form (text/plain, urlencoded) without asking
+    the browser's permission, but not a JSON request."""
+    media_type = bottle.request.content_type.partition(";")[0].strip().lower()
+    if media_type != JSON_MEDIA_TYPE:
+        raise Problem(
+            415,
+            problems.UNSUPPORTED_MEDIA_TYPE,
+            f"the body must be sent as Content-Type: {JSON_MEDIA_TYPE} (got {media_type[:60] or 'none'})",
+        )
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise Problem(413, problems.BODY_TOO_LARGE, f"a request body is at most {MAX_BODY_BYTES} bytes")

@@ -11,6 +11,7 @@ from web import (
     backoffice_pages,
     campaigns,
     checkout,
+    guards,
     health,
     metrics,
     openapi,
@@ -27,6 +28,7 @@ WEB_THREADS = 8
 def create_app(settings):
     app = bottle.Bottle()
     problems.install(app)
+    guards.install(app, public_url=settings.public_url, hsts=settings.cookie_secure)
     offered = providers.from_settings(settings)
     app.merge(health.build())
     app.merge(admin.build(settings.operator_token))
@@ -48,15 +50,17 @@ def create_app(settings):
 def server_options(settings):
     """waitress' options for this deployment. Behind the reverse proxy named by
     APP_TRUSTED_PROXY, waitress takes the client's address from X-Forwarded-For
-    (APP_TRUSTED_PROXY_COUNT hops from the right); otherwise it is the peer's
-    address and waitress strips the header, so a client cannot choose the
-    address its sign-ins are throttled under."""
+    (APP_TRUSTED_PROXY_COUNT hops from the right), and the scheme and host the
+    browser used from X-Forwarded-Proto and X-Forwarded-Host (the panel's own
+    origin, web/guards.py); otherwise it is the peer's address and waitress
+    strips those headers, so a client cannot choose the address its sign-ins
+    are throttled under."""
     if not settings.trusted_proxy:
         return {}
     return {
         "trusted_proxy": settings.trusted_proxy,
         "trusted_proxy_count": settings.trusted_proxy_count,
-        "trusted_proxy_headers": {"x-forwarded-for"},
+        "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"},
     }
 
 

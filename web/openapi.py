@@ -642,10 +642,16 @@ def document():
     paths.update(_campaign_paths())
     paths.update(_support_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
+    not_json = _error("the body is not sent as `Content-Type: application/json` (`unsupported_media_type`)")
+    cross_origin = _error("a change from another site's page in the browser (`cross_origin_refused`), or …")
     for path, item in paths.items():
-        if path.startswith("/v1/panel/"):
-            for operation in item.values():
+        for method, operation in item.items():
+            if path.startswith("/v1/panel/"):
                 operation["responses"].setdefault("503", unavailable)
+                if method != "get":
+                    operation["responses"].setdefault("403", cross_origin)
+            if "requestBody" in operation and not path.startswith("/v1/webhooks/"):
+                operation["responses"]["415"] = not_json
     paths["/v1/openapi.json"] = {"get": {"summary": "This description", "responses": {"200": _ok({"type": "object"})}}}
     return {
         "openapi": "3.1.0",
@@ -1159,7 +1165,7 @@ def _support_paths():
                 "summary": "Reply to a ticket; the bot pushes it to the customer's chat (support.write, audited"
                 " `support.replied`)",
                 "security": SESSION,
-                "parameters": [_id_parameter("ticketID"), REASON],
+                "parameters": [_id_parameter("ticketID"), {**REASON, "required": False}],
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -1172,7 +1178,7 @@ def _support_paths():
                 },
                 "responses": {
                     "201": _ok(_object({"message": SUPPORT_MESSAGE}), "Queued for the bot"),
-                    "400": _error("`invalid_support_text`, `invalid_ticket_id`, `reason_required`, `invalid_body`"),
+                    "400": _error("`invalid_support_text`, `invalid_ticket_id`, `reason_too_long`, `invalid_body`"),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such ticket (`ticket_not_found`)"),

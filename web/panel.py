@@ -17,9 +17,10 @@ The shop's back office (customers, orders, payments, wallets, refunds, pause and
 resume, Home) is web/backoffice.py, built on `signed_in` and `operator_reason` here.
 
 The session cookie is HttpOnly and SameSite=Strict, so another site can
-neither read it nor send it; every mutation also needs the
-`X-Operator-Reason` header, which a cross-site form cannot set, and writes
-its audit event in the mutation's own transaction. Rows carry what an
+neither read it nor send it; a change must also come from the panel's own
+origin and a JSON body be sent as application/json (web/guards.py). Every
+mutation but a support reply needs the `X-Operator-Reason` header, and each
+writes its audit event in the mutation's own transaction. Rows carry what an
 operator acts on (times, operation, attempts, error code, correlation id),
 never the request or response summaries or the desired state. A
 destination's signing secret goes in once, sealed, and never comes out; its

@@ -63,6 +63,8 @@ INVALID_CAMPAIGN_ID = "invalid_campaign_id"
 INVALID_TICKET_ID = "invalid_ticket_id"
 INVALID_TICKET_STATUS = "invalid_ticket_status"
 ATTACHMENT_NOT_FOUND = "attachment_not_found"
+UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+CROSS_ORIGIN_REFUSED = "cross_origin_refused"
 
 REQUEST_ID_HEADER = "X-Request-ID"
 
