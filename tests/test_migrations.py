@@ -113,6 +113,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0023_channel_members",
         "0025_gift_code_delivery",
         "0026_late_payment_polls",
+        "0033_operators_write",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

@@ -1,5 +1,7 @@
 """The web process's WSGI application, and serving it with waitress."""
 
+import datetime
+
 import bottle
 
 from commerce import providers
@@ -15,6 +17,7 @@ from web import (
     health,
     metrics,
     openapi,
+    operator_accounts,
     pages,
     panel,
     problems,
@@ -27,6 +30,7 @@ WEB_THREADS = 8
 
 def create_app(settings):
     app = bottle.Bottle()
+    app.config[panel.IDLE_CONFIG] = datetime.timedelta(minutes=settings.operator_idle_minutes)
     problems.install(app)
     guards.install(app, public_url=settings.public_url, hsts=settings.cookie_secure)
     offered = providers.from_settings(settings)
@@ -44,6 +48,7 @@ def create_app(settings):
     app.merge(pages.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice_pages.build())
     app.merge(backoffice_messages.build(settings.support_attachment_dir))
+    app.merge(operator_accounts.build())
     return app
 
 

@@ -641,6 +641,7 @@ def document():
     paths.update(_commerce_paths())
     paths.update(_campaign_paths())
     paths.update(_support_paths())
+    paths.update(_operator_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
     not_json = _error("the body is not sent as `Content-Type: application/json` (`unsupported_media_type`)")
     cross_origin = _error("a change from another site's page in the browser (`cross_origin_refused`), or …")
@@ -1186,6 +1187,53 @@ def _support_paths():
                 },
             }
         },
+    }
+
+
+OPERATOR = _object(
+    {
+        "id": INTEGER,
+        "username": STRING,
+        "permissions": _array(STRING),
+        "createdAt": TIME,
+        "disabledAt": TIME,
+        "liveSessions": INTEGER,
+    }
+)
+
+
+def _operator_paths():
+    def change(summary, body=None):
+        post = {
+            "summary": summary + " (operators.write, audited with the reason)",
+            "security": SESSION,
+            "parameters": [_id_parameter("operatorID"), REASON],
+            "responses": {
+                "200": _ok(_object({"operator": OPERATOR})),
+                "400": _error("`invalid_operator_id`, `reason_required`, `reason_too_long`, `invalid_body`"
+                              + (", `weak_password`" if body else "")),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": _error("no such operator (`operator_not_found`)"),
+                "409": _error("already so (`state_conflict`)"),
+            },
+        }  # fmt: skip
+        if body:
+            post["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+        return {"post": post}
+
+    return {
+        "/v1/panel/operators": _get(
+            "Every operator, with permissions, whether disabled and live sessions (operators.write)",
+            _object({"operators": _array(OPERATOR)}),
+        ),
+        "/v1/panel/operators/{operatorID}/disable": change("Disable an operator: no sign-in, sessions end now"),
+        "/v1/panel/operators/{operatorID}/enable": change("Let a disabled operator sign in again"),
+        "/v1/panel/operators/{operatorID}/revoke-sessions": change("End every session of an operator now"),
+        "/v1/panel/operators/{operatorID}/password": change(
+            "Set an operator's password; their sessions end",
+            _object({"password": {"type": "string", "minLength": 12, "maxLength": 1024}}),
+        ),
     }
 
 

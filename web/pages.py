@@ -86,7 +86,7 @@ def page(permission=None):
             operator = None
             try:
                 panel.require_database()
-                operator = operators.session_operator(bottle.request.get_cookie(panel.SESSION_COOKIE))
+                operator = panel.current_operator()
                 if operator is None:
                     return bottle.redirect("/panel/login", 303)
                 if permission and permission not in operator.permission_set:

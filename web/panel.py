@@ -57,6 +57,7 @@ from web.problems import Problem
 from web.reasons import REASON_HEADER, header_reason
 
 SESSION_COOKIE = "omniflow_session"
+IDLE_CONFIG = "omniflow.operator_idle"
 DEFAULT_PAGE = 25
 MAX_PAGE = 200
 DEFAULT_STATUS = "failed"
@@ -140,6 +141,16 @@ def require_database():
     require_schema(problems.DATABASE_UNAVAILABLE, "the database")
 
 
+def session_idle():
+    """How long a session lasts unused: APP_OPERATOR_IDLE_MINUTES, which web/app.py puts in the app's config."""
+    return bottle.request.app.config.get(IDLE_CONFIG, operators.SESSION_IDLE)
+
+
+def current_operator():
+    """The operator of the request's live session (this use keeps it alive), or None."""
+    return operators.session_operator(bottle.request.get_cookie(SESSION_COOKIE), idle=session_idle())
+
+
 def signed_in(permission=None):
     """The route needs a live session, and `permission` when given (403 otherwise)."""
 
@@ -148,7 +159,7 @@ def signed_in(permission=None):
         def wrapper(*args, **kwargs):
             def run():
                 require_database()
-                operator = operators.session_operator(bottle.request.get_cookie(SESSION_COOKIE))
+                operator = current_operator()
                 if operator is None:
                     raise Problem(401, problems.UNAUTHORIZED, "sign in first (the session is missing or expired)")
                 if permission and permission not in operator.permission_set:
@@ -185,7 +196,7 @@ def build(secure_cookies=True):
                 ) from None
             if operator is None:
                 raise Problem(401, problems.INVALID_CREDENTIALS, "unknown username or wrong password")
-            token = operators.open_session(operator)
+            token = operators.open_session(operator, idle=session_idle())
             bottle.response.set_cookie(
                 SESSION_COOKIE,
                 token,

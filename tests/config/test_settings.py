@@ -37,6 +37,11 @@ def test_session_cookies_are_secure_and_no_proxy_is_trusted_unless_configured():
     assert configured.trusted_proxy_count == 2
 
 
+def test_an_operator_session_is_kept_30_minutes_unused_unless_configured_up_to_12_hours():
+    assert load_settings({}).operator_idle_minutes == 30
+    assert load_settings({"APP_OPERATOR_IDLE_MINUTES": "720"}).operator_idle_minutes == 720
+
+
 def test_postgres_url_is_accepted_in_both_spellings():
     for url in ("postgres://u:p@db:5432/omniflow", "postgresql://u:p@db:5432/omniflow"):
         target = load_settings({"DATABASE_URL": url}).database
@@ -58,6 +63,8 @@ def test_postgres_url_is_accepted_in_both_spellings():
         ("APP_COOKIE_SECURE", "maybe"),
         ("APP_TRUSTED_PROXY", "proxy.internal"),
         ("APP_TRUSTED_PROXY_COUNT", "0"),
+        ("APP_OPERATOR_IDLE_MINUTES", "0"),
+        ("APP_OPERATOR_IDLE_MINUTES", "721"),
     ],
 )
 def test_bad_value_names_the_variable(variable, value):
