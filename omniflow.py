@@ -6,6 +6,8 @@
     python omniflow.py bot                  run the Telegram bot (the `bot` process; exactly one)
     python omniflow.py jobs list [--state S] [--limit N]   the queue's rows ("jobs" means queue rows only)
     python omniflow.py jobs retry ID | jobs cancel ID [--reason TEXT]   audited (actor `cli`)
+    python omniflow.py operators create NAME [--permissions a,b] | list
+    python omniflow.py operators disable|enable|reset-password|revoke-sessions NAME --reason TEXT   audited
     python omniflow.py keys generate | keys rotate [--batch N]
     python omniflow.py outbox destinations add URL --topics a,b|'*' [--secret S] | list | remove ID
     python omniflow.py backup now|list|verify FILE|restore FILE --into URL [--force]
@@ -288,30 +290,57 @@ def cmd_jobs(args):
         raise SystemExit(1) from None
 
 
-def cmd_operators(args):
+def _new_password(username):
+    """OMNIFLOW_OPERATOR_PASSWORD, else typed twice."""
     import getpass
-    import os
 
-    from ops.operators import PERMISSIONS, OperatorError, create_operator
+    password = os.environ.get("OMNIFLOW_OPERATOR_PASSWORD")
+    if not password:
+        password = getpass.getpass(f"password for {username}: ")
+        if getpass.getpass("again: ") != password:
+            print("the passwords differ", file=sys.stderr)
+            raise SystemExit(2)
+    return password
+
+
+def cmd_operators(args):
+    from ops import operators
     from security.passwords import WeakPassword
 
     bootstrap()
     require_current_schema()
-    password = os.environ.get("OMNIFLOW_OPERATOR_PASSWORD")
-    if not password:
-        password = getpass.getpass(f"password for {args.username}: ")
-        if getpass.getpass("again: ") != password:
-            print("the passwords differ", file=sys.stderr)
-            raise SystemExit(2)
-    permissions = list(PERMISSIONS)
-    if args.permissions:
-        permissions = [name.strip() for name in args.permissions.split(",") if name.strip()]
     try:
-        operator = create_operator(args.username, password, permissions)
-    except (OperatorError, WeakPassword) as error:
+        if args.action == "list":
+            sessions = operators.live_sessions()
+            print(f"{'username':<24} {'status':<9} {'sessions':>8}  permissions")
+            for operator in operators.Operator.select().order_by(operators.Operator.username):
+                status = "disabled" if operator.disabled_at else "active"
+                print(f"{operator.username:<24} {status:<9} {sessions.get(operator.id, 0):>8}  "
+                      f"{','.join(sorted(operator.permission_set))}")  # fmt: skip
+            return
+        if args.action == "create":
+            permissions = list(operators.PERMISSIONS)
+            if args.permissions:
+                permissions = [name.strip() for name in args.permissions.split(",") if name.strip()]
+            operator = operators.create_operator(args.username, _new_password(args.username), permissions)
+            print(f"operator {operator.username} created with {', '.join(sorted(operator.permission_set))}")
+            return
+        operator = operators.operator_named(args.username)
+        if args.action == "disable":
+            operators.disable_operator(operator, CLI_ACTOR, args.reason)
+            print(f"operator {operator.username} disabled; their sessions ended")
+        elif args.action == "enable":
+            operators.enable_operator(operator, CLI_ACTOR, args.reason)
+            print(f"operator {operator.username} may sign in again")
+        elif args.action == "reset-password":
+            operators.reset_password(operator, _new_password(operator.username), CLI_ACTOR, args.reason)
+            print(f"password of {operator.username} reset; their sessions ended")
+        elif args.action == "revoke-sessions":
+            ended = operators.revoke_sessions(operator, CLI_ACTOR, args.reason)
+            print(f"{ended} session(s) of {operator.username} ended")
+    except (operators.OperatorError, WeakPassword) as error:
         print(str(error), file=sys.stderr)
         raise SystemExit(2) from None
-    print(f"operator {operator.username} created with {', '.join(sorted(operator.permission_set))}")
 
 
 def cmd_keys(args):
@@ -550,6 +579,16 @@ def build_parser():
     )
     creating.add_argument("username")
     creating.add_argument("--permissions", help="comma-separated (default: all of them)")
+    operators_actions.add_parser("list", help="operators, whether disabled, and their live sessions")
+    for action, what in (
+        ("disable", "no more sign-in; their sessions end now"),
+        ("enable", "let a disabled operator sign in again"),
+        ("reset-password", "a new password (OMNIFLOW_OPERATOR_PASSWORD, else asked); their sessions end"),
+        ("revoke-sessions", "end every session of the operator now"),
+    ):
+        acting = operators_actions.add_parser(action, help=f"{what} (audited, actor {CLI_ACTOR})")
+        acting.add_argument("username")
+        acting.add_argument("--reason", required=True, help="why; written to the audit event")
     operators_parser.set_defaults(run=cmd_operators)
 
     keys_parser = commands.add_parser("keys", help="the keys that seal secrets at rest (APP_DATA_ENCRYPTION_KEY)")

@@ -50,6 +50,7 @@ WEBHOOK_RATE_LIMIT = 600
 TELEGRAM_API_URL = "https://api.telegram.org"  # a local Bot API server or the fake stands in (SPEC 14.1)
 BOT_LEASE_TTL_S = 30  # SPEC 14.2; tests shorten it with OMNIFLOW_TEST_BOT_LEASE_TTL_SECONDS
 MIN_BOT_LEASE_TTL_S = 3
+MAX_IDLE_MINUTES = 12 * 60
 
 # The largest wallet top-up per currency, in minor units: 100 000.00 RUB, 1 000.00 USD, 10 000 Stars
 # (Telegram's own limit on one Stars invoice). A currency not named takes no top-ups.
@@ -113,6 +114,7 @@ class Settings:
     cryptobot_token: str = field(default="", repr=False)
     cryptobot_api_url: str = CRYPTOBOT_API_URL
     cookie_secure: bool = True  # False only for development over plain http
+    operator_idle_minutes: int = 30  # an operator's session ends this long after its last use
     trusted_proxy: str = ""  # the reverse proxy whose X-Forwarded-For names the client ("*": any peer)
     trusted_proxy_count: int = 1  # how many proxies in a row append to X-Forwarded-For
     # None: any address may deliver (the dev stack, whose fakes run on this machine)
@@ -325,6 +327,14 @@ def _bot_lease_ttl(env):
     return ttl
 
 
+def _idle_minutes(env):
+    name = "APP_OPERATOR_IDLE_MINUTES"
+    minutes = _positive_int(env, name, 30)
+    if minutes > MAX_IDLE_MINUTES:
+        raise ConfigError(name, f"must be at most {MAX_IDLE_MINUTES} (a session ends 12 hours after sign-in anyway)")
+    return minutes
+
+
 def _yookassa_shop(env):
     """APP_YOOKASSA_SHOP_ID and APP_YOOKASSA_SECRET_KEY: both or neither."""
     shop_id = (env.get("APP_YOOKASSA_SHOP_ID") or "").strip()
@@ -420,6 +430,7 @@ def load_settings(environ=None, dotenv_path=None):
         cryptobot_token=cryptobot_token,
         cryptobot_api_url=_base_url(environ, "APP_CRYPTOBOT_API_URL", CRYPTOBOT_API_URL),
         cookie_secure=_boolean(environ, "APP_COOKIE_SECURE", True),
+        operator_idle_minutes=_idle_minutes(environ),
         trusted_proxy=_proxy_address(environ, "APP_TRUSTED_PROXY"),
         trusted_proxy_count=_positive_int(environ, "APP_TRUSTED_PROXY_COUNT", 1),
         yookassa_webhook_addresses=_networks(

@@ -88,6 +88,8 @@ STEPS = (
     # Not in SPEC 7's list: an applied update's id only matters while Telegram may
     # deliver that update again, which it does for at most a day.
     Step("bot_updates", "applied_at", keep=BOT_UPDATES_KEPT, key="update_id"),
+    # Not in SPEC 7's list either: a session past its end (idle or absolute) can never be used again.
+    Step("operator_sessions", "expires_at", key="token_hash"),
 )
 DISPOSABLE_TABLES = frozenset(step.table for step in STEPS)
 

@@ -116,6 +116,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0026_late_payment_polls",
         "0029_worker_declared_work",
         "0032_webhook_verdicts",
+        "0033_operators_write",
         "0034_finished_outbox_events",
     ]
     assert migrations.pending(database) == everything

@@ -11,6 +11,8 @@ import logging
 import signal
 import time
 
+import datetime
+
 import bottle
 
 from commerce import providers
@@ -22,9 +24,11 @@ from web import (
     backoffice_pages,
     campaigns,
     checkout,
+    guards,
     health,
     metrics,
     openapi,
+    operator_accounts,
     pages,
     panel,
     problems,
@@ -41,7 +45,9 @@ logger = logging.getLogger("omniflow.web")
 
 def create_app(settings):
     app = bottle.Bottle()
+    app.config[panel.IDLE_CONFIG] = datetime.timedelta(minutes=settings.operator_idle_minutes)
     problems.install(app)
+    guards.install(app, public_url=settings.public_url, hsts=settings.cookie_secure)
     offered = providers.from_settings(settings)
     app.merge(health.build())
     app.merge(admin.build(settings.operator_token))
@@ -57,21 +63,24 @@ def create_app(settings):
     app.merge(pages.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice_pages.build())
     app.merge(backoffice_messages.build(settings.support_attachment_dir))
+    app.merge(operator_accounts.build())
     return app
 
 
 def server_options(settings):
     """waitress' options for this deployment. Behind the reverse proxy named by
     APP_TRUSTED_PROXY, waitress takes the client's address from X-Forwarded-For
-    (APP_TRUSTED_PROXY_COUNT hops from the right); otherwise it is the peer's
-    address and waitress strips the header, so a client cannot choose the
-    address its sign-ins are throttled under."""
+    (APP_TRUSTED_PROXY_COUNT hops from the right), and the scheme and host the
+    browser used from X-Forwarded-Proto and X-Forwarded-Host (the panel's own
+    origin, web/guards.py); otherwise it is the peer's address and waitress
+    strips those headers, so a client cannot choose the address its sign-ins
+    are throttled under."""
     if not settings.trusted_proxy:
         return {}
     return {
         "trusted_proxy": settings.trusted_proxy,
         "trusted_proxy_count": settings.trusted_proxy_count,
-        "trusted_proxy_headers": {"x-forwarded-for"},
+        "trusted_proxy_headers": {"x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"},
     }
 
 

@@ -52,7 +52,7 @@ from models.transactions import locked
 from ops import maintenance, operators
 from ops.records import record_audit
 from web import local_time, panel, problems
-from web.answers import id_param, iso, json_answer, json_body, limit_param
+from web.answers import bad_cursor, cursor_text, id_param, iso, json_answer, json_body, limit_param
 from web.problems import Problem
 
 DEFAULT_PAGE = 25
@@ -374,13 +374,13 @@ def encode_position(created_at, key):
 
 def decode_position(raw):
     """(created_at, id) of a newest-first page's last row, from a cursor this API returned."""
+    at, _, key = cursor_text(raw).partition("|")
     try:
-        at, _, key = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode().partition("|")
         created_at = datetime.datetime.fromisoformat(at.removeprefix("at:")) if at.startswith("at:") else None
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:
         created_at = None
     if created_at is None or created_at.tzinfo is not None or not key or len(key) > TEXT_ID_MAX:
-        raise Problem(400, problems.INVALID_CURSOR, "cursor must be one this API returned")
+        raise bad_cursor()
     return created_at, key
 
 

@@ -654,11 +654,18 @@ def document():
     paths.update(_commerce_paths())
     paths.update(_campaign_paths())
     paths.update(_support_paths())
+    paths.update(_operator_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
+    not_json = _error("the body is not sent as `Content-Type: application/json` (`unsupported_media_type`)")
+    cross_origin = _error("a change from another site's page in the browser (`cross_origin_refused`), or …")
     for path, item in paths.items():
-        if path.startswith("/v1/panel/"):
-            for operation in item.values():
+        for method, operation in item.items():
+            if path.startswith("/v1/panel/"):
                 operation["responses"].setdefault("503", unavailable)
+                if method != "get":
+                    operation["responses"].setdefault("403", cross_origin)
+            if "requestBody" in operation and not path.startswith("/v1/webhooks/"):
+                operation["responses"]["415"] = not_json
     paths["/v1/openapi.json"] = {"get": {"summary": "This description", "responses": {"200": _ok({"type": "object"})}}}
     return {
         "openapi": "3.1.0",
@@ -1192,7 +1199,7 @@ def _support_paths():
                 "summary": "Reply to a ticket; the bot pushes it to the customer's chat (support.write, audited"
                 " `support.replied`)",
                 "security": SESSION,
-                "parameters": [_id_parameter("ticketID"), REASON],
+                "parameters": [_id_parameter("ticketID"), {**REASON, "required": False}],
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -1205,7 +1212,7 @@ def _support_paths():
                 },
                 "responses": {
                     "201": _ok(_object({"message": SUPPORT_MESSAGE}), "Queued for the bot"),
-                    "400": _error("`invalid_support_text`, `invalid_ticket_id`, `reason_required`, `invalid_body`"),
+                    "400": _error("`invalid_support_text`, `invalid_ticket_id`, `reason_too_long`, `invalid_body`"),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such ticket (`ticket_not_found`)"),
@@ -1213,6 +1220,53 @@ def _support_paths():
                 },
             }
         },
+    }
+
+
+OPERATOR = _object(
+    {
+        "id": INTEGER,
+        "username": STRING,
+        "permissions": _array(STRING),
+        "createdAt": TIME,
+        "disabledAt": TIME,
+        "liveSessions": INTEGER,
+    }
+)
+
+
+def _operator_paths():
+    def change(summary, body=None):
+        post = {
+            "summary": summary + " (operators.write, audited with the reason)",
+            "security": SESSION,
+            "parameters": [_id_parameter("operatorID"), REASON],
+            "responses": {
+                "200": _ok(_object({"operator": OPERATOR})),
+                "400": _error("`invalid_operator_id`, `reason_required`, `reason_too_long`, `invalid_body`"
+                              + (", `weak_password`" if body else "")),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": _error("no such operator (`operator_not_found`)"),
+                "409": _error("already so (`state_conflict`)"),
+            },
+        }  # fmt: skip
+        if body:
+            post["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+        return {"post": post}
+
+    return {
+        "/v1/panel/operators": _get(
+            "Every operator, with permissions, whether disabled and live sessions (operators.write)",
+            _object({"operators": _array(OPERATOR)}),
+        ),
+        "/v1/panel/operators/{operatorID}/disable": change("Disable an operator: no sign-in, sessions end now"),
+        "/v1/panel/operators/{operatorID}/enable": change("Let a disabled operator sign in again"),
+        "/v1/panel/operators/{operatorID}/revoke-sessions": change("End every session of an operator now"),
+        "/v1/panel/operators/{operatorID}/password": change(
+            "Set an operator's password; their sessions end",
+            _object({"password": {"type": "string", "minLength": 12, "maxLength": 1024}}),
+        ),
     }
 
 

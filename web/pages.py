@@ -39,7 +39,7 @@ from models.fulfillment import (
 )
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance, operators, outbox
-from web import local_time, panel, problems
+from web import guards, local_time, panel, problems
 from web.answers import plain_digits
 from web.explanations import explained
 from web.problems import Problem
@@ -63,10 +63,9 @@ COOKIE_DROPPED = "Signed in, but this browser did not keep the session cookie: a
 
 def render(name, **values):
     """A template, with what every page formats by: times in the operator's zone (`iso`),
-    error codes explained (`explained`), keys with the records they name linked (`linked`)."""
+    error codes explained (`explained`), keys with the records they name linked (`linked`), and the
+    nonce its inline scripts carry (`nonce`: web/guards.py's Content-Security-Policy runs no others)."""
     bottle.response.content_type = "text/html; charset=utf-8"
-    bottle.response.set_header("Cache-Control", "no-store")
-    bottle.response.set_header("X-Frame-Options", "DENY")
     zone = local_time.zone_of(values.get("operator"))
     return bottle.template(
         name,
@@ -74,6 +73,7 @@ def render(name, **values):
         iso=lambda value: local_time.local_iso(value, zone),
         explained=explained,
         linked=linked,
+        nonce=guards.script_nonce(),
         **values,
     )
 
@@ -88,7 +88,7 @@ def page(permission=None):
             operator = None
             try:
                 panel.require_database()
-                operator = operators.session_operator(bottle.request.get_cookie(panel.SESSION_COOKIE))
+                operator = panel.current_operator()
                 if operator is None:
                     return bottle.redirect("/panel/login", 303)
                 if permission and permission not in operator.permission_set:

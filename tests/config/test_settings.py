@@ -62,6 +62,11 @@ def test_the_webhook_rate_limit_defaults_to_a_providers_burst_and_must_be_positi
             load_settings({"APP_WEBHOOK_RATE_LIMIT": bad})
 
 
+def test_an_operator_session_is_kept_30_minutes_unused_unless_configured_up_to_12_hours():
+    assert load_settings({}).operator_idle_minutes == 30
+    assert load_settings({"APP_OPERATOR_IDLE_MINUTES": "720"}).operator_idle_minutes == 720
+
+
 def test_postgres_url_is_accepted_in_both_spellings():
     for url in ("postgres://u:p@db:5432/omniflow", "postgresql://u:p@db:5432/omniflow"):
         target = load_settings({"DATABASE_URL": url}).database
@@ -83,6 +88,8 @@ def test_postgres_url_is_accepted_in_both_spellings():
         ("APP_COOKIE_SECURE", "maybe"),
         ("APP_TRUSTED_PROXY", "proxy.internal"),
         ("APP_TRUSTED_PROXY_COUNT", "0"),
+        ("APP_OPERATOR_IDLE_MINUTES", "0"),
+        ("APP_OPERATOR_IDLE_MINUTES", "721"),
     ],
 )
 def test_bad_value_names_the_variable(variable, value):

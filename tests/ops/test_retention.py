@@ -18,9 +18,10 @@ from config.settings import load_settings
 from models.base import db
 from models.fulfillment import EntitlementDrift
 from models.ledger import LedgerEntry
+from models.operators import OperatorSession
 from models.ops import OutboxEvent
 from models.support import SupportAttachment
-from ops import retention
+from ops import operators, retention
 from ops.attachments import path_for
 from tests.support import commerce
 
@@ -33,6 +34,7 @@ DAY = datetime.timedelta(days=1)
 DISPOSABLE = {
     "bot_sessions", "bot_shop_reviews", "bot_checkout_sessions", "provider_webhook_events",
     "support_attachments", "outbox_events", "telemetry_events", "entitlement_drifts", "bot_updates",
+    "operator_sessions",
 }  # fmt: skip
 KEPT = {
     # financial and entitlement history: catalogue, orders, payments, the ledger, codes
@@ -45,7 +47,7 @@ KEPT = {
     # customer's channel membership (their current state, one row each)
     "outbox_destinations", "bot_forum_topics", "bot_channel_members",
     # audit, operators (identity), notices, the maintenance switch
-    "audit_events", "operator_notices", "customer_notices", "operators", "operator_sessions",
+    "audit_events", "operator_notices", "customer_notices", "operators",
     "operator_login_failures", "maintenance_state",
     # what operators sent through the bot, and the support conversations (attachments expire on their own)
     "campaigns", "campaign_recipients", "support_tickets", "support_messages",
@@ -163,6 +165,16 @@ def test_a_rejected_webhook_delivery_goes_after_days_and_an_accepted_one_stays_i
     retention.sweep(settings(), now=utcnow() + webhooks.REJECTED_RETENTION + datetime.timedelta(minutes=1))
     assert ids(ProviderWebhookEvent) == {accepted}
     assert rejected != accepted and webhooks.REJECTED_RETENTION <= 7 * DAY
+
+
+def test_expired_operator_sessions_go_and_live_ones_stay(database):
+    operator = operators.create_operator("alice", "correct horse battery staple", [operators.SYSTEM_READ])
+    ended = operators.open_session(operator, now=NOW - 2 * DAY)
+    live = operators.open_session(operator, now=NOW - datetime.timedelta(minutes=1))
+    [result] = [r for r in retention.sweep(settings(), now=NOW) if r.table == "operator_sessions"]
+    assert result.removed == 1
+    assert [row.token_hash for row in OperatorSession.select()] == [operators._digest(live)]
+    assert operators.session_operator(live, now=NOW) is not None and operators.session_operator(ended, now=NOW) is None
 
 
 def test_expired_attachment_rows_go_and_unexpired_ones_stay(database, attachment_dir):
@@ -328,10 +340,11 @@ def test_a_step_whose_table_does_not_exist_yet_is_skipped_with_one_debug_line(da
     assert "entitlement_drifts" in [r.table for r in results]
 
 
-def test_the_steps_are_the_eight_of_the_spec_in_its_order_then_the_applied_bot_updates():
+def test_the_steps_are_the_eight_of_the_spec_in_its_order_then_applied_bot_updates_and_operator_sessions():
     assert [step.table for step in retention.STEPS] == [
         "bot_sessions", "bot_shop_reviews", "bot_checkout_sessions", "provider_webhook_events",
         "support_attachments", "outbox_events", "telemetry_events", "entitlement_drifts", "bot_updates",
+        "operator_sessions",
     ]  # fmt: skip
 
 

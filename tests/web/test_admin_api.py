@@ -248,9 +248,10 @@ def test_maintenance_switch_needs_a_reason_is_audited_and_holds_fulfillment(web)
     for body in ({"active": True}, {"active": True, "reason": "  "}, {"active": "yes", "reason": "x"}, [1]):
         response = requests.post(web + "/v1/admin/maintenance", headers=AUTH, json=body, timeout=5)
         assert response.status_code == 400 and response.json()["code"] in ("reason_required", "invalid_body")
-    assert_problem(
-        requests.post(web + "/v1/admin/maintenance", headers=AUTH, data="{not json", timeout=5), 400, "invalid_body"
+    not_json = requests.post(
+        web + "/v1/admin/maintenance", headers={**AUTH, "Content-Type": "application/json"}, data="{not", timeout=5
     )
+    assert_problem(not_json, 400, "invalid_body")
     assert not maintenance.is_active() and AuditEvent.select().count() == 0
 
     on = requests.post(

@@ -3,6 +3,7 @@ operator knows, their subscriptions with phase, orders, payments and wallet link
 to each other and to their operations, Home's figures in the operator's time zone,
 and refund, pause and resume with a reason and an audit event."""
 
+import base64
 import datetime
 import json
 import zoneinfo
@@ -80,6 +81,28 @@ def test_without_a_search_customers_page_newest_first_through_every_one_once(web
     assert seen == [c.id for c in expected] and len(seen) == 5
     for bad in ("nope", "YXQ6bm90LWEtdGltZXx4"):
         assert_problem(get(web, "/v1/panel/customers", headers, cursor=bad), 400, "invalid_cursor")
+
+
+def test_a_cursor_naming_a_number_beyond_any_row_id_is_a_400_everywhere_cursors_are_read(web, shop_world):
+    headers = api.session_of(web)
+    buyer = shop_world["customer"]
+    huge = base64.urlsafe_b64encode(b"id:999999999999999999999").decode().rstrip("=")
+    for path in (
+        "/v1/panel/system/jobs",
+        f"/v1/panel/customers/{buyer.id}/orders",
+        f"/v1/panel/customers/{buyer.id}/payments",
+        f"/v1/panel/customers/{buyer.id}/wallet",
+    ):
+        assert_problem(get(web, path, headers, cursor=huge), 400, "invalid_cursor")
+    for path, name in (
+        ("/panel/system/operations", "cursor"),
+        (f"/panel/customers/{buyer.id}", "ordersCursor"),
+        (f"/panel/customers/{buyer.id}", "paymentsCursor"),
+        (f"/panel/customers/{buyer.id}", "walletCursor"),
+        ("/panel/campaigns", "cursor"),
+    ):
+        answer = requests.get(web + path, headers=headers, params={name: huge}, timeout=10)
+        assert answer.status_code == 400, (path, name, answer.status_code)
 
 
 def test_a_customer_answer_carries_each_subscription_with_its_phase_end_and_limits(web, shop_world):

@@ -50,12 +50,17 @@ NOT_WRITTEN_BY_ROUTES = (JobWorker, JobLeader, JobPeriodic, LoginFailure)
 WRITTEN = tuple(model for model in ALL_MODELS if model not in NOT_WRITTEN_BY_ROUTES)
 # A webhook delivery is stored before it is judged (SPEC 13.6): a refused one keeps that one row, unprocessed.
 WEBHOOK_INTAKE = ProviderWebhookEvent.__name__
-# Every described operation but signing out, which would end the session the fuzzing signs in with.
+# Every described operation but those that would end the session the fuzzing signs in with: signing out, and
+# disabling, revoking the sessions of or resetting the password of an operator (the fuzzing's own, given its id).
+SESSION_ENDING = {
+    ("/v1/panel/session", "delete"),
+    *(("/v1/panel/operators/{operatorID}/" + change, "post") for change in ("disable", "revoke-sessions", "password")),
+}
 OPERATIONS = [
     (path, method, spec)
     for path, item in document()["paths"].items()
     for method, spec in item.items()
-    if (path, method) != ("/v1/panel/session", "delete")
+    if (path, method) not in SESSION_ENDING
 ]
 
 # Every page route of the app, each wildcard written as {name} like an OpenAPI path.
