@@ -304,3 +304,24 @@ def test_a_write_a_handler_deferred_that_fails_fails_its_own_update_not_the_next
     assert sorted(row.update_id for row in BotUpdate.select()) == [first["update_id"], third["update_id"]]
     assert Customer.select().count() == 2
     assert "never sent" not in [message["text"] for message in fake_telegram.bot_messages(ANN["id"])]
+
+
+def test_a_returning_customer_who_changed_their_name_is_greeted_with_the_new_one(bot, fake_telegram):
+    fake_telegram.send_message(BOB, "/start")
+    fake_telegram.send_message({**BOB, "first_name": "Robert"}, "/start")
+    assert bot.drain() == [APPLIED, APPLIED]
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("Welcome back, Robert!")
+    assert Customer.get(Customer.telegram_id == BOB["id"]).display_name == "Robert"
+
+
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+
+
+def test_bidirectional_controls_in_a_name_never_reach_the_greeting(bot, fake_telegram):
+    eve = {"id": 503, "first_name": "\u202eEve" + BIDI_CONTROLS, "last_name": "\u2067Lee\u2069", "language_code": "en"}
+    fake_telegram.send_message(eve, "/start")
+    fake_telegram.send_message(eve, "/start")
+    assert bot.drain() == [APPLIED, APPLIED]
+    first, second = (message["text"] for message in fake_telegram.bot_messages(eve["id"]))
+    assert first.startswith("Welcome, Eve Lee! ") and second.startswith("Welcome back, Eve Lee!")
+    assert not set(first + second) & set(BIDI_CONTROLS)
