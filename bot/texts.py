@@ -67,6 +67,8 @@ CATALOG = {
         "payment_unavailable": "The payment page could not be opened. Please try again in a minute.",
         "precheck_order_not_pending": "This order has expired or was already paid. Start again from the menu.",
         "precheck_amount_mismatch": "The price has changed. Start again from the menu for the current price.",
+        "precheck_currency_mismatch": "This order is paid in Telegram Stars (XTR) only, not in {currency}. "
+        "Start again from the menu.",
         "precheck_maintenance_active": "The shop is closed for maintenance. Please try again later.",
         # --- the wallet and auto-renewal (bot/handlers/wallet.py, bot/handlers/subscriptions.py) ---
         "button_wallet": "Wallet",
@@ -177,6 +179,8 @@ CATALOG = {
         "payment_unavailable": "Не удалось открыть страницу оплаты. Попробуйте через минуту.",
         "precheck_order_not_pending": "Этот заказ истёк или уже оплачен. Начните заново из меню.",
         "precheck_amount_mismatch": "Цена изменилась. Начните заново из меню, чтобы увидеть текущую цену.",
+        "precheck_currency_mismatch": "Этот заказ оплачивается только в Telegram Stars (XTR), а не в {currency}. "
+        "Начните заново из меню.",
         "precheck_maintenance_active": "Магазин закрыт на техническое обслуживание. Попробуйте позже.",
         # --- кошелёк и автопродление ---
         "button_wallet": "Кошелёк",
