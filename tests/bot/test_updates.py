@@ -44,6 +44,34 @@ def test_start_creates_the_customer_from_the_telegram_user_and_a_second_start_fi
     assert BotUpdate.select().count() == 2
 
 
+def test_an_update_id_applied_before_the_repeat_window_is_a_new_update_and_one_inside_it_a_repeat(
+    bot, fake_telegram
+):
+    import datetime
+
+    from models.base import utcnow
+    from models.bot import UPDATE_REPEAT_WINDOW
+
+    first = fake_telegram.send_message(ANN, "/start")
+    second = fake_telegram.send_message(BOB, "/start")
+    assert bot.drain() == [APPLIED, APPLIED]
+    minute = datetime.timedelta(minutes=1)
+    for update, age in ((first, UPDATE_REPEAT_WINDOW + minute), (second, UPDATE_REPEAT_WINDOW - minute)):
+        BotUpdate.update(applied_at=utcnow() - age).where(BotUpdate.update_id == update["update_id"]).execute()
+    # Telegram numbering anew from below (a restarted bot asks without an offset): Ann's new /start
+    # carries her old update's id, while Bob's update is delivered again.
+    fake_telegram.discard_pending()
+    bot.offset = None
+    fake_telegram.inject({"update_id": first["update_id"], "message": {**first["message"], "message_id": 99}})
+    fake_telegram.inject(second)
+    assert bot.drain() == [APPLIED, DUPLICATE]
+    assert [m["text"].split(",")[0] for m in fake_telegram.bot_messages(ANN["id"])] == [
+        "Добро пожаловать", "С возвращением",
+    ]  # fmt: skip
+    assert len(fake_telegram.bot_messages(BOB["id"])) == 1
+    assert BotUpdate.get_by_id(first["update_id"]).applied_at > utcnow() - minute
+
+
 def test_a_replayed_update_is_skipped(bot, fake_telegram):
     update = fake_telegram.send_message(BOB, "/start")
     fake_telegram.inject(update)
