@@ -1,5 +1,6 @@
 """SPEC 14.3, 14.4 in the test process: what an update does, over real HTTP to the fake Bot API, on both databases."""
 
+import contextlib
 import threading
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from bot import keyboards
 from bot.updates import APPLIED, DUPLICATE, FAILED, REFUSED, AnswerSender
 from commerce.settlement import settle_order
+from models.base import db
 from models.bot import BotUpdate
 from models.commerce import Customer
 from tests.support import commerce as samples
@@ -353,3 +355,44 @@ def test_bidirectional_controls_in_a_name_never_reach_the_greeting(bot, fake_tel
     first, second = (message["text"] for message in fake_telegram.bot_messages(eve["id"]))
     assert first.startswith("Welcome, Eve Lee! ") and second.startswith("Welcome back, Eve Lee!")
     assert not set(first + second) & set(BIDI_CONTROLS)
+
+
+@contextlib.contextmanager
+def update_records_failing(backend):
+    """Writing an update's id fails: on PostgreSQL at the commit, after every write of the update's effect
+    (a deferred constraint trigger); on SQLite, which has none, when the id is inserted."""
+    if backend == "sqlite":
+        made = ["CREATE TRIGGER refuse_update_record BEFORE INSERT ON bot_updates "
+                "BEGIN SELECT RAISE(ABORT, 'update record refused'); END"]  # fmt: skip
+        dropped = ["DROP TRIGGER refuse_update_record"]
+    else:
+        made = [
+            "CREATE FUNCTION refuse_update_record() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RAISE EXCEPTION 'update record refused'; END $$",
+            "CREATE CONSTRAINT TRIGGER refuse_update_record AFTER INSERT ON bot_updates "
+            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_update_record()",
+        ]
+        dropped = ["DROP TRIGGER refuse_update_record ON bot_updates", "DROP FUNCTION refuse_update_record()"]
+    for sql in made:
+        db.execute_sql(sql)
+    try:
+        yield
+    finally:
+        for sql in dropped:
+            db.execute_sql(sql)
+
+
+def test_an_update_whose_id_cannot_be_recorded_keeps_nothing_of_its_effect(bot, fake_telegram, backend):
+    """The id and the effect commit together: an effect committed on its own, with the id recorded in a
+    transaction after it, would leave the customer behind here."""
+    before = row_counts()
+    update = fake_telegram.send_message(ANN, "/start")
+    with update_records_failing(backend):
+        assert bot.drain() == [FAILED]
+    assert row_counts() == before
+    assert fake_telegram.bot_messages(ANN["id"])[-1]["text"].startswith("У нас что-то пошло не так")
+    fake_telegram.discard_pending()
+    bot.offset = None
+    fake_telegram.inject(update)  # delivered again: nothing says it was applied
+    assert bot.drain() == [APPLIED]
+    assert Customer.select().where(Customer.telegram_id == ANN["id"]).count() == 1
