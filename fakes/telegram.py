@@ -58,6 +58,8 @@ MAX_CALLBACK_DATA_BYTES = 64
 FAULTS = ("429", "403", "5xx", "slow")
 CHAT_PAGE = Path(__file__).with_name("telegram_chat.html")
 SAVE_INTERVAL_S = 1.0
+# A press on a message older than this carries an InaccessibleMessage (no content, date 0), as Telegram's does.
+MESSAGE_ACCESSIBLE_S = 48 * 3600
 STATE_VERSION = 1
 
 METHODS = (
@@ -275,6 +277,8 @@ class FakeTelegram(ServedFake):
             }
             if shown and shown.get("reply_markup"):
                 message["reply_markup"] = shown["reply_markup"]
+            if shown and shown["at"] < time.time() - MESSAGE_ACCESSIBLE_S:
+                message = {"message_id": message_id, "chat": _private_chat(user, chat), "date": 0}
             query_id = str(secrets.randbits(63))
             self._callbacks[query_id] = None
             self._pressed_in[query_id] = chat
@@ -372,6 +376,13 @@ class FakeTelegram(ServedFake):
                 update["update_id"] = update_id
                 return self._enqueue(update)
             return self._queue(update)
+
+    def age_chat(self, chat_id, seconds):
+        """The chat as it will be `seconds` from now: every entry that much older (a press on a message
+        older than MESSAGE_ACCESSIBLE_S reaches the bot without it)."""
+        with self._lock:
+            for entry in self._transcripts.get(int(chat_id), []):
+                entry["at"] -= seconds
 
     def block(self, chat_id, blocked=True):
         """The user blocked the bot: every send to the chat gets 403."""

@@ -126,6 +126,21 @@ def test_the_language_follows_telegram_until_the_customer_chooses_one(bot, fake_
     assert all(answer["text"] is None for answer in fake_telegram.callback_answers().values())
 
 
+def test_a_press_on_a_message_too_old_to_edit_is_answered_in_words_with_a_fresh_menu(bot, fake_telegram):
+    from fakes.telegram import MESSAGE_ACCESSIBLE_S
+
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    fake_telegram.age_chat(BOB["id"], MESSAGE_ACCESSIBLE_S + 60)
+    fake_telegram.press(BOB, keyboards.data(keyboards.LANGUAGE))
+    assert bot.drain() == [APPLIED]
+    (answer,) = fake_telegram.callback_answers().values()
+    assert answer["text"] == "This message is too old to change. Here is a fresh menu." and not answer["show_alert"]
+    old, fresh = fake_telegram.bot_messages(BOB["id"])
+    assert old["text"].startswith("Welcome, Bob!") and not old.get("edited")
+    assert fresh["text"] == "Main menu: choose what you need." and buttons(fresh)[0] == keyboards.BUY
+
+
 def test_my_subscriptions_shows_the_plan_its_state_and_end(bot, fake_telegram):
     fake_telegram.send_message(BOB, "/start")
     bot.drain()
