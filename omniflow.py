@@ -543,7 +543,7 @@ def cmd_fake_telegram(args):
     # Development and tests only: a fake Telegram Bot API; no settings, no database.
     from fakes.telegram import run_cli
 
-    run_cli(host=args.host, port=args.port)
+    run_cli(host=args.host, port=args.port, state_file=args.state_file, fresh=args.fresh)
 
 
 def build_parser():
@@ -672,6 +672,8 @@ def build_parser():
     )
     telegram_parser.add_argument("--host", default="127.0.0.1")
     telegram_parser.add_argument("--port", type=int, default=8081)
+    telegram_parser.add_argument("--state-file", help="keep the chats and the update counter in this file")
+    telegram_parser.add_argument("--fresh", action="store_true", help="start empty, whatever the state file holds")
     telegram_parser.set_defaults(run=cmd_fake_telegram)
     return parser
 

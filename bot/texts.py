@@ -24,6 +24,7 @@ CATALOG = {
         "subscriptions_none": "You have no subscriptions yet.",
         "subscriptions_header": "Your subscriptions:",
         "callback_refused": "This button is not valid any more. Send /start for a fresh menu.",
+        "message_too_old": "This message is too old to change. Here is a fresh menu.",
         "blocked": "Your account is blocked. Contact support if you think this is a mistake.",
         "unknown_command": "I don't know the command {command}. Send /start for the menu.",
         "too_long": "That message is too long: at most {limit} characters, please.",
@@ -75,6 +76,8 @@ CATALOG = {
         "payment_unavailable": "The payment page could not be opened. Please try again in a minute.",
         "precheck_order_not_pending": "This order has expired or was already paid. Start again from the menu.",
         "precheck_amount_mismatch": "The price has changed. Start again from the menu for the current price.",
+        "precheck_currency_mismatch": "This order is paid in Telegram Stars (XTR) only, not in {currency}. "
+        "Start again from the menu.",
         "precheck_maintenance_active": "The shop is closed for maintenance. Please try again later.",
         # --- the wallet and auto-renewal (bot/handlers/wallet.py, bot/handlers/subscriptions.py) ---
         "button_wallet": "Wallet",
@@ -142,6 +145,7 @@ CATALOG = {
         "subscriptions_none": "У вас пока нет подписок.",
         "subscriptions_header": "Ваши подписки:",
         "callback_refused": "Эта кнопка больше не действует. Отправьте /start, чтобы открыть меню заново.",
+        "message_too_old": "Это сообщение слишком старое, его уже не изменить. Вот свежее меню.",
         "blocked": "Ваш аккаунт заблокирован. Если это ошибка, напишите в поддержку.",
         "unknown_command": "Команда {command} мне незнакома. Отправьте /start, чтобы открыть меню.",
         "too_long": "Сообщение слишком длинное: не больше {limit} символов.",
@@ -191,6 +195,8 @@ CATALOG = {
         "payment_unavailable": "Не удалось открыть страницу оплаты. Попробуйте через минуту.",
         "precheck_order_not_pending": "Этот заказ истёк или уже оплачен. Начните заново из меню.",
         "precheck_amount_mismatch": "Цена изменилась. Начните заново из меню, чтобы увидеть текущую цену.",
+        "precheck_currency_mismatch": "Этот заказ оплачивается только в Telegram Stars (XTR), а не в {currency}. "
+        "Начните заново из меню.",
         "precheck_maintenance_active": "Магазин закрыт на техническое обслуживание. Попробуйте позже.",
         # --- кошелёк и автопродление ---
         "button_wallet": "Кошелёк",

@@ -33,6 +33,7 @@ from peewee import fn
 
 from commerce import ledger, phase
 from commerce.customer_search import SearchRejected, find_customers
+from commerce.customers import shown_name
 from commerce.ledger import history
 from commerce.refunds import DESTINATIONS as REFUND_DESTINATIONS
 from commerce.refunds import refund_order, refunds_of
@@ -85,7 +86,7 @@ def money_json(amounts):
 def customer_json(customer):
     return {
         "id": customer.id,
-        "displayName": customer.display_name,
+        "displayName": shown_name(customer.display_name),
         "telegramId": customer.telegram_id,
         "telegramUsername": customer.telegram_username,
         "languageCode": customer.language_code,

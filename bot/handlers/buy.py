@@ -56,6 +56,7 @@ from commerce.orders import OrderRejected, create_order
 from commerce.payments import REPLAYED, SETTLED
 from commerce.stars import (
     AMOUNT_MISMATCH,
+    CURRENCY_MISMATCH,
     ORDER_NOT_PENDING,
     StarsRejected,
     order_of,
@@ -71,7 +72,7 @@ from ops import maintenance, sealing
 logger = logging.getLogger("omniflow.bot.buy")
 
 PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
-PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
+PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, CURRENCY_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
 HELD_PHASES = (phase.PROVISIONING, phase.ACTIVE, phase.EXPIRING, phase.GRACE, phase.PAUSED)
 
 
@@ -371,7 +372,8 @@ def on_pre_checkout(query, context):
         raise context.refusal("checkout_refused")
     check = precheck_stars(order_id, query.total_amount, query.currency)
     if not check.ok:
-        raise context.refusal(f"precheck_{check.code}" if check.code in PRECHECK_TEXTS else "checkout_refused")
+        key = f"precheck_{check.code}" if check.code in PRECHECK_TEXTS else "checkout_refused"
+        raise context.refusal(key, currency=query.currency)
     context.answer_pre_checkout(query.id, True)
 
 

@@ -158,13 +158,21 @@ def test_the_same_charge_in_a_second_update_pays_nothing_twice(bot, fake_telegra
     assert len(receipts(fake_telegram)) == 1
 
 
-@pytest.mark.parametrize("why", ["changed_price", "expired_order", "maintenance", "someone_elses_order"])
+@pytest.mark.parametrize(
+    "why",
+    ["changed_price", "wrong_currency", "wrong_currency_ru", "expired_order", "maintenance", "someone_elses_order"],
+)
 def test_pre_checkout_is_refused_with_a_reason_and_nothing_written(bot, fake_telegram, plan, why):
     choose(bot, fake_telegram, pay(plan, "stars", "XTR"))
     order = Order.get()
-    amount, user, expected = 250, ANN, None
+    amount, currency, user, expected = 250, "XTR", ANN, None
     if why == "changed_price":
         amount, expected = 200, "The price has changed."
+    elif why == "wrong_currency":
+        currency, expected = "USD", "This order is paid in Telegram Stars (XTR) only, not in USD."
+    elif why == "wrong_currency_ru":
+        Customer.update(language_code="ru").where(Customer.telegram_id == ANN["id"]).execute()
+        currency, expected = "EUR", "Этот заказ оплачивается только в Telegram Stars (XTR), а не в EUR."
     elif why == "expired_order":
         Order.update(expires_at=utcnow() - datetime.timedelta(seconds=1)).where(Order.id == order.id).execute()
         expected = "This order has expired or was already paid."
@@ -177,7 +185,7 @@ def test_pre_checkout_is_refused_with_a_reason_and_nothing_written(bot, fake_tel
         bot.drain()
         expected = "This payment can't be accepted."
     before = row_counts()
-    query = fake_telegram.pre_checkout(user, "XTR", amount, f"order:{order.id}")
+    query = fake_telegram.pre_checkout(user, currency, amount, f"order:{order.id}")
     assert bot.drain() == [REFUSED]
     assert row_counts() == before
     answer = fake_telegram.pre_checkout_answers()[query["pre_checkout_query"]["id"]]

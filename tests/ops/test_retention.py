@@ -132,6 +132,17 @@ def test_published_outbox_events_go_after_their_window_and_unpublished_ones_stay
     assert {result.table: result.removed for result in results}["outbox_events"] == 1
 
 
+def test_an_applied_updates_record_goes_once_it_is_past_the_bots_repeat_window(database):
+    from models.bot import UPDATE_REPEAT_WINDOW, BotUpdate
+
+    minute = datetime.timedelta(minutes=1)
+    BotUpdate.create(update_id=7, kind="message", applied_at=NOW - UPDATE_REPEAT_WINDOW - minute)
+    BotUpdate.create(update_id=8, kind="message", applied_at=NOW - UPDATE_REPEAT_WINDOW + minute)
+    retention.sweep(settings(), now=NOW)
+    assert [row.update_id for row in BotUpdate.select()] == [8]
+    assert UPDATE_REPEAT_WINDOW <= DAY  # well under the week after which Telegram may number updates anew
+
+
 def test_the_outbox_window_comes_from_its_setting(database):
     eight_days = outbox(NOW - 8 * DAY)
     retention.sweep(settings(retention_outbox_days=10), now=NOW)

@@ -340,3 +340,16 @@ def test_the_settings_page_offers_every_time_zone_with_the_operators_own_selecte
     text = page(web, "/panel/settings", headers).text
     assert '<option value="UTC" selected>' in text and '<option value="Europe/Moscow" >' in text
     assert "/v1/panel/session/time-zone" in text
+
+
+def test_a_customers_name_is_shown_without_bidirectional_controls_on_pages_and_in_the_panel_api(web, shop_world):
+    from tests.bot.test_updates import BIDI_CONTROLS
+
+    customer = shop_world["customer"]
+    Customer.update(display_name="\u202eAlice" + BIDI_CONTROLS + " Shopper").where(Customer.id == customer.id).execute()
+    headers = api.session_of(web)
+    shown = [page(web, "/panel/customers", headers).text, page(web, f"/panel/customers/{customer.id}", headers).text]
+    assert all("Alice Shopper" in text for text in shown)
+    assert not set("".join(shown)) & set(BIDI_CONTROLS)
+    (found,) = api.get(web, "/v1/panel/customers", headers, q="@alice_shop").json()["customers"]
+    assert found["displayName"] == "Alice Shopper"
