@@ -6,6 +6,8 @@
     python omniflow.py bot                  run the Telegram bot (the `bot` process; exactly one)
     python omniflow.py jobs list [--state S] [--limit N]   the queue's rows ("jobs" means queue rows only)
     python omniflow.py jobs retry ID | jobs cancel ID [--reason TEXT]   audited (actor `cli`)
+    python omniflow.py operators create NAME [--permissions a,b] | list
+    python omniflow.py operators disable|enable|reset-password|revoke-sessions NAME --reason TEXT   audited
     python omniflow.py keys generate | keys rotate [--batch N]
     python omniflow.py outbox destinations add URL --topics a,b|'*' [--secret S] | list | remove ID
     python omniflow.py backup now|list|verify FILE|restore FILE --into URL [--force]
@@ -41,6 +43,7 @@ from security.redactor import redact, register_settings
 logger = logging.getLogger("omniflow")
 
 CLI_ACTOR = "cli"  # who the audit names for a change made from this command line
+NOTICE_UNDECLARED_WORK = "undeclared_work"  # jobs wait that no running worker runs (SPEC 1.11)
 WORKER_POOL_EXTRA = 8  # producers, completer, maintenance, and slack
 # Modules that declare the production job kinds and periodic passes.
 JOB_KIND_MODULES = (
@@ -139,10 +142,59 @@ def start_worker_process(options):
     require_reachable_database(settings)
     require_current_schema()
     load_job_kinds(settings)
-    metrics.serve(settings.worker_metrics_port)
+    for line in worker_summary(settings, huey.periodic_registrations()[1]):
+        print(f"worker: {line}", flush=True)
+    metrics.serve(settings.worker_metrics_port, settings.worker_metrics_address, settings.metrics_token)
+
+
+def worker_summary(settings, left_out):
+    """What a worker runs against and what it lacks, for its first lines: a worker started with
+    nothing set runs on the development file with no panel, and should say so."""
+    from urllib.parse import urlsplit
+
+    from config.database import location
+    from config.settings import DEFAULT_SQLITE_PATH
+
+    database = location(settings.database)
+    if settings.database.path == str(DEFAULT_SQLITE_PATH):
+        database += " (DATABASE_URL is not set: the development file)"
+    lines = [f"database: {database}"]
+    missing = []
+    if settings.remnawave_url:
+        panel = urlsplit(settings.remnawave_url)
+        lines.append(f"panel: {panel.scheme}://{panel.netloc.rpartition('@')[2]}{panel.path}")
+    else:
+        missing.append("panel (APP_REMNAWAVE_URL: fulfillment jobs fail and are retried until it is set)")
+    providers = [name for name, configured in (
+        ("YooKassa", settings.yookassa_shop_id), ("Crypto Pay", settings.cryptobot_token),
+    ) if configured]  # fmt: skip
+    if providers:
+        lines.append(f"payment providers: {', '.join(providers)}")
+    else:
+        missing.append("payment providers (APP_YOOKASSA_SHOP_ID, APP_CRYPTOBOT_TOKEN)")
+    if not settings.data_encryption_key:
+        missing.append("data key (APP_DATA_ENCRYPTION_KEY)")
+    if not settings.backup_dir:
+        missing.append("backups (APP_BACKUP_DIR)")
+    if missing:
+        lines.append(f"not configured: {'; '.join(missing)}")
+    if left_out:
+        passes = "; ".join(f"periodic pass {name} ({why})" for name, why in left_out.items())
+        lines.append(f"not declared, so left for a worker that declares them: {passes}")
+    return lines
 
 
 huey.on_worker_start(start_worker_process)
+
+
+def notify_undeclared_work(work, oldest_job_id):
+    """One operator notice per waiting work and oldest row: another appears only if it waits again later."""
+    from ops.records import queue_notice
+
+    queue_notice(NOTICE_UNDECLARED_WORK, f"{work}:{oldest_job_id}", {"work": work, "jobId": oldest_job_id})
+
+
+huey.on_undeclared_work(notify_undeclared_work)
 
 
 def run_worker_for(seconds):
@@ -238,30 +290,57 @@ def cmd_jobs(args):
         raise SystemExit(1) from None
 
 
-def cmd_operators(args):
+def _new_password(username):
+    """OMNIFLOW_OPERATOR_PASSWORD, else typed twice."""
     import getpass
-    import os
 
-    from ops.operators import PERMISSIONS, OperatorError, create_operator
+    password = os.environ.get("OMNIFLOW_OPERATOR_PASSWORD")
+    if not password:
+        password = getpass.getpass(f"password for {username}: ")
+        if getpass.getpass("again: ") != password:
+            print("the passwords differ", file=sys.stderr)
+            raise SystemExit(2)
+    return password
+
+
+def cmd_operators(args):
+    from ops import operators
     from security.passwords import WeakPassword
 
     bootstrap()
     require_current_schema()
-    password = os.environ.get("OMNIFLOW_OPERATOR_PASSWORD")
-    if not password:
-        password = getpass.getpass(f"password for {args.username}: ")
-        if getpass.getpass("again: ") != password:
-            print("the passwords differ", file=sys.stderr)
-            raise SystemExit(2)
-    permissions = list(PERMISSIONS)
-    if args.permissions:
-        permissions = [name.strip() for name in args.permissions.split(",") if name.strip()]
     try:
-        operator = create_operator(args.username, password, permissions)
-    except (OperatorError, WeakPassword) as error:
+        if args.action == "list":
+            sessions = operators.live_sessions()
+            print(f"{'username':<24} {'status':<9} {'sessions':>8}  permissions")
+            for operator in operators.Operator.select().order_by(operators.Operator.username):
+                status = "disabled" if operator.disabled_at else "active"
+                print(f"{operator.username:<24} {status:<9} {sessions.get(operator.id, 0):>8}  "
+                      f"{','.join(sorted(operator.permission_set))}")  # fmt: skip
+            return
+        if args.action == "create":
+            permissions = list(operators.PERMISSIONS)
+            if args.permissions:
+                permissions = [name.strip() for name in args.permissions.split(",") if name.strip()]
+            operator = operators.create_operator(args.username, _new_password(args.username), permissions)
+            print(f"operator {operator.username} created with {', '.join(sorted(operator.permission_set))}")
+            return
+        operator = operators.operator_named(args.username)
+        if args.action == "disable":
+            operators.disable_operator(operator, CLI_ACTOR, args.reason)
+            print(f"operator {operator.username} disabled; their sessions ended")
+        elif args.action == "enable":
+            operators.enable_operator(operator, CLI_ACTOR, args.reason)
+            print(f"operator {operator.username} may sign in again")
+        elif args.action == "reset-password":
+            operators.reset_password(operator, _new_password(operator.username), CLI_ACTOR, args.reason)
+            print(f"password of {operator.username} reset; their sessions ended")
+        elif args.action == "revoke-sessions":
+            ended = operators.revoke_sessions(operator, CLI_ACTOR, args.reason)
+            print(f"{ended} session(s) of {operator.username} ended")
+    except (operators.OperatorError, WeakPassword) as error:
         print(str(error), file=sys.stderr)
         raise SystemExit(2) from None
-    print(f"operator {operator.username} created with {', '.join(sorted(operator.permission_set))}")
 
 
 def cmd_keys(args):
@@ -385,10 +464,7 @@ def cmd_demo(args):
         demo.report(panel)
     finally:
         panel.stop()
-    print(
-        "\nsee the rows again with: "
-        f"DATABASE_URL=sqlite:///{demo.DEMO_DATABASE_PATH} python omniflow.py jobs list  (or --state dead_letter)"
-    )
+    print(f"\nsee the rows again with: {demo.rows_hint(demo.DEMO_DATABASE_PATH)}  (or --state dead_letter)")
 
 
 def cmd_dev_seed(args):
@@ -437,7 +513,7 @@ def cmd_fake_remnawave(args):
     # Development and tests only: a fake Remnawave panel; no settings, no database.
     from fakes.remnawave import run_cli
 
-    run_cli(host=args.host, port=args.port, token=args.token, latency_ms=args.latency_ms, dev_mode=args.dev_mode)
+    run_cli(args.host, args.port, args.token, args.latency_ms, args.dev_mode, args.state_file, args.fresh)
 
 
 def cmd_fake_provider(args):
@@ -447,7 +523,14 @@ def cmd_fake_provider(args):
     else:
         from fakes.cryptobot import run_cli
 
-    run_cli(host=args.host, port=args.port, webhook_url=args.webhook_url, auto_pay_seconds=args.auto_pay_seconds)
+    run_cli(args.host, args.port, args.webhook_url, args.auto_pay_seconds, args.state_file, args.fresh)
+
+
+def _state_arguments(parser, what):
+    parser.add_argument(
+        "--state-file", help=f"keep the {what} in this JSON file across restarts (default: in memory, empty at start)"
+    )
+    parser.add_argument("--fresh", action="store_true", help="delete the state file first: start empty")
 
 
 def _positive(text):
@@ -460,7 +543,7 @@ def cmd_fake_telegram(args):
     # Development and tests only: a fake Telegram Bot API; no settings, no database.
     from fakes.telegram import run_cli
 
-    run_cli(host=args.host, port=args.port)
+    run_cli(host=args.host, port=args.port, state_file=args.state_file, fresh=args.fresh)
 
 
 def build_parser():
@@ -496,6 +579,16 @@ def build_parser():
     )
     creating.add_argument("username")
     creating.add_argument("--permissions", help="comma-separated (default: all of them)")
+    operators_actions.add_parser("list", help="operators, whether disabled, and their live sessions")
+    for action, what in (
+        ("disable", "no more sign-in; their sessions end now"),
+        ("enable", "let a disabled operator sign in again"),
+        ("reset-password", "a new password (OMNIFLOW_OPERATOR_PASSWORD, else asked); their sessions end"),
+        ("revoke-sessions", "end every session of the operator now"),
+    ):
+        acting = operators_actions.add_parser(action, help=f"{what} (audited, actor {CLI_ACTOR})")
+        acting.add_argument("username")
+        acting.add_argument("--reason", required=True, help="why; written to the audit event")
     operators_parser.set_defaults(run=cmd_operators)
 
     keys_parser = commands.add_parser("keys", help="the keys that seal secrets at rest (APP_DATA_ENCRYPTION_KEY)")
@@ -561,6 +654,7 @@ def build_parser():
         "--latency-ms", type=float, default=0, help="answer every API call this long after it arrives"
     )
     fake_parser.add_argument("--dev-mode", action="store_true", help="do not require the x-forwarded-* headers")
+    _state_arguments(fake_parser, "users")
     fake_parser.set_defaults(run=cmd_fake_remnawave)
 
     for name, port, what in (("fake-yookassa", 3020, "YooKassa"), ("fake-cryptobot", 3030, "Crypto Pay (CryptoBot)")):
@@ -571,12 +665,15 @@ def build_parser():
         provider_parser.add_argument(
             "--auto-pay-seconds", type=float, help="complete every new payment by itself after this long"
         )
+        _state_arguments(provider_parser, "payments")
         provider_parser.set_defaults(run=cmd_fake_provider)
     telegram_parser = commands.add_parser(
         "fake-telegram", help="development: a fake Telegram Bot API with a chat page (no database)"
     )
     telegram_parser.add_argument("--host", default="127.0.0.1")
     telegram_parser.add_argument("--port", type=int, default=8081)
+    telegram_parser.add_argument("--state-file", help="keep the chats and the update counter in this file")
+    telegram_parser.add_argument("--fresh", action="store_true", help="start empty, whatever the state file holds")
     telegram_parser.set_defaults(run=cmd_fake_telegram)
     return parser
 

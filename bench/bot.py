@@ -44,6 +44,8 @@ import sys
 import time
 from pathlib import Path
 
+from fakes.remnawave import api_token
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "bench" / "results" / "bot.json"
 BENCH_DB = "omniflow_bench_bot"
@@ -51,7 +53,7 @@ FIRST_USER = 7_000_000
 FIRST_BUYER = 8_000_000  # (b)'s customers; (a)'s chats made customers from FIRST_USER on
 START_TIMEOUT_S = 60
 ANSWER_TIMEOUT_S = 300
-PANEL_TOKEN = "bench-panel-token-0123456789"
+PANEL_TOKEN = api_token("bench")
 PANEL_LATENCY_MS = 20
 STARS_PRICE = 250
 READY_TIMEOUT_S = 300

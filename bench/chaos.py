@@ -31,8 +31,10 @@ import threading
 import time
 from pathlib import Path
 
+from fakes.remnawave import api_token
+
 ROOT = Path(__file__).resolve().parents[1]
-PANEL_TOKEN = "chaos-panel-token-0123456789"
+PANEL_TOKEN = api_token("chaos")
 DEFAULT_OUT = ROOT / "bench" / "results" / "chaos.json"
 BENCH_DB = "omniflow_chaos"
 

@@ -139,9 +139,16 @@ def run(database_url, events=2000, aggregates=500, rounds=5, timeout_s=120):
     receiver = Receiver(secret, log_dir)
     worker = None
     try:
+        outbox.allow_private_destinations(True)  # the receiver listens on 127.0.0.1
         outbox.add_destination(receiver.url, "*", secret, "bench", "outbox benchmark")
         db.close()
-        env = dict(os.environ, DATABASE_URL=database_url, APP_DATA_ENCRYPTION_KEY=BENCH_KEY, LOG_LEVEL="WARNING")
+        env = dict(
+            os.environ,
+            DATABASE_URL=database_url,
+            APP_DATA_ENCRYPTION_KEY=BENCH_KEY,
+            APP_OUTBOX_ALLOW_PRIVATE_DESTINATIONS="true",
+            LOG_LEVEL="WARNING",
+        )
         worker = subprocess.Popen(
             [sys.executable, "-m", "bench.outbox", "--worker"],
             cwd=ROOT,

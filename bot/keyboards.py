@@ -23,6 +23,9 @@ PLAN = "plan"  # plan:<plan id>: the ways to pay for it
 PAY = "pay"  # pay:<plan id>:<method>:<currency>
 GIFT = "gift"  # gift:<plan id>: the ways to pay for a gift card of it
 GIFT_PAY = "gpay"  # gpay:<plan id>:<method>:<currency>: a gift card of it, paid that way
+NEW = "new"  # new:<plan id>: the ways to pay for a new subscription of a plan the customer holds already
+EXTEND = "ext"  # ext:<plan id>:<slot>: the ways to pay for extending the customer's subscription in that slot
+EXTEND_PAY = "xpay"  # xpay:<plan id>:<slot>:<method>:<currency>: that extension, paid that way
 QR_CODE = "qr"  # qr:<subscription id>: its link as a QR code image
 
 PAYMENT_METHODS = ("stars", "wallet", "yookassa", "cryptobot")
@@ -46,6 +49,9 @@ ACTIONS = {
     PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
     GIFT: re.compile(_ID),
     GIFT_PAY: re.compile(_ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
+    NEW: re.compile(_ID),
+    EXTEND: re.compile(_ID + ":" + _ID),
+    EXTEND_PAY: re.compile(_ID + ":" + _ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
     QR_CODE: re.compile(_UUID),
     SUPPORT: None,
     CODE: None,
@@ -130,15 +136,28 @@ def plans(language, offers):
     return _markup(rows)
 
 
-def payment_methods(language, plan_id, choices, gift=False, gift_offered=True):
+def payment_methods(language, plan_id, choices, gift=False, gift_offered=True, slot=None):
     """One button per way of paying: [(method, currency, label)]. A plan's own screen also offers it as a
     gift card (to the gift screen, whose buttons pay for the card and lead back to the plan) when
-    `gift_offered`."""
-    pay = GIFT_PAY if gift else PAY
-    rows = [[(label, data(pay, f"{plan_id}:{method}:{currency}"))] for method, currency, label in choices]
-    if choices and not gift and gift_offered:
+    `gift_offered`. With a `slot`, the buttons pay for extending the customer's subscription in it."""
+    pay, target, back_to = PAY, str(plan_id), data(BUY)
+    if gift:
+        pay, back_to = GIFT_PAY, data(PLAN, str(plan_id))
+    elif slot is not None:
+        pay, target, back_to = EXTEND_PAY, f"{plan_id}:{slot}", data(PLAN, str(plan_id))
+    rows = [[(label, data(pay, f"{target}:{method}:{currency}"))] for method, currency, label in choices]
+    if choices and not gift and slot is None and gift_offered:
         rows.append([(texts.text(language, "button_gift"), data(GIFT, str(plan_id)))])
-    rows.append([(texts.text(language, "button_back"), data(PLAN, str(plan_id)) if gift else data(BUY))])
+    rows.append([(texts.text(language, "button_back"), back_to)])
+    return _markup(rows)
+
+
+def extend_or_new(language, plan_id, held):
+    """A plan the customer holds already: extend one of their subscriptions of it ([(slot, label)]), or a
+    new subscription with a link of its own."""
+    rows = [[(label, data(EXTEND, f"{plan_id}:{slot}"))] for slot, label in held]
+    rows.append([(texts.text(language, "button_new_subscription"), data(NEW, str(plan_id)))])
+    rows.append([(texts.text(language, "button_back"), data(BUY))])
     return _markup(rows)
 
 

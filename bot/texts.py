@@ -24,6 +24,7 @@ CATALOG = {
         "subscriptions_none": "You have no subscriptions yet.",
         "subscriptions_header": "Your subscriptions:",
         "callback_refused": "This button is not valid any more. Send /start for a fresh menu.",
+        "message_too_old": "This message is too old to change. Here is a fresh menu.",
         "blocked": "Your account is blocked. Contact support if you think this is a mistake.",
         "unknown_command": "I don't know the command {command}. Send /start for the menu.",
         "too_long": "That message is too long: at most {limit} characters, please.",
@@ -43,11 +44,19 @@ CATALOG = {
         "duration_many": "{days} days",
         "methods_header": "{plan}: how would you like to pay?",
         "methods_none": "This plan can't be paid for here right now.",
+        "extend_or_new": "You already have {plan}. Extend your subscription by {duration} (the same link, a later "
+        "end), or buy a new subscription with a link of its own?",
+        "button_extend": "Extend my subscription",
+        "button_extend_until": "Extend my subscription (ends {ends} UTC)",
+        "button_new_subscription": "New subscription",
+        "extend_methods_header": "{plan}: {duration} more after {ends} UTC, on the same link. How would you like to "
+        "pay?",
         "button_gift": "🎁 Buy as a gift",
         "gift_methods_header": "A gift card for {plan}: you get a code to pass on, and whoever activates it gets "
         "the plan. How would you like to pay?",
-        "paid_gift_from_wallet": "Paid {price} from your wallet for a {plan} gift card. Its code follows in a moment.",
-        "gift_payment_received": "Payment received: {price}. The code of your gift card follows in a moment.",
+        "notice_gift_paid_from_wallet": "Paid {price} from your wallet for a {plan} gift card. "
+        "Its code follows in a moment.",
+        "notice_gift_payment_received": "Payment received: {price}. The code of your gift card follows in a moment.",
         "method_stars": "Telegram Stars: {price}",
         "method_wallet": "Wallet: {price} (balance {balance})",
         "method_yookassa": "Card (YooKassa): {price}",
@@ -56,9 +65,9 @@ CATALOG = {
         "invoice_sent": "Here is your invoice for {plan}: {price}.",
         "pay_by_link": "Order {order}: {plan}, {price}. Pay on the page the button opens; "
         "we will message you as soon as the payment arrives.",
-        "paid_from_wallet": "Paid {price} from your wallet for {plan}. Your access is being set up: "
+        "notice_paid_from_wallet": "Paid {price} from your wallet for {plan}. Your access is being set up: "
         "we will message you when it is ready.",
-        "payment_received": "Payment received: {price}. Your access is being set up: "
+        "notice_payment_received": "Payment received: {price}. Your access is being set up: "
         "we will message you when it is ready.",
         "maintenance": "The shop is closed for maintenance. Nothing can be bought right now; please try again later.",
         "insufficient_funds": "Your wallet balance is not enough for this purchase.",
@@ -67,6 +76,8 @@ CATALOG = {
         "payment_unavailable": "The payment page could not be opened. Please try again in a minute.",
         "precheck_order_not_pending": "This order has expired or was already paid. Start again from the menu.",
         "precheck_amount_mismatch": "The price has changed. Start again from the menu for the current price.",
+        "precheck_currency_mismatch": "This order is paid in Telegram Stars (XTR) only, not in {currency}. "
+        "Start again from the menu.",
         "precheck_maintenance_active": "The shop is closed for maintenance. Please try again later.",
         # --- the wallet and auto-renewal (bot/handlers/wallet.py, bot/handlers/subscriptions.py) ---
         "button_wallet": "Wallet",
@@ -134,6 +145,7 @@ CATALOG = {
         "subscriptions_none": "У вас пока нет подписок.",
         "subscriptions_header": "Ваши подписки:",
         "callback_refused": "Эта кнопка больше не действует. Отправьте /start, чтобы открыть меню заново.",
+        "message_too_old": "Это сообщение слишком старое, его уже не изменить. Вот свежее меню.",
         "blocked": "Ваш аккаунт заблокирован. Если это ошибка, напишите в поддержку.",
         "unknown_command": "Команда {command} мне незнакома. Отправьте /start, чтобы открыть меню.",
         "too_long": "Сообщение слишком длинное: не больше {limit} символов.",
@@ -153,12 +165,18 @@ CATALOG = {
         "duration_many": "{days} дней",
         "methods_header": "{plan}: как хотите оплатить?",
         "methods_none": "Этот тариф сейчас нельзя оплатить здесь.",
+        "extend_or_new": "У вас уже есть «{plan}». Продлить подписку на {duration} (ссылка та же, окончание позже) "
+        "или купить новую подписку с отдельной ссылкой?",
+        "button_extend": "Продлить мою подписку",
+        "button_extend_until": "Продлить мою подписку (до {ends} UTC)",
+        "button_new_subscription": "Новая подписка",
+        "extend_methods_header": "«{plan}»: ещё {duration} после {ends} UTC, по той же ссылке. Как хотите оплатить?",
         "button_gift": "🎁 Купить в подарок",
         "gift_methods_header": "Подарочная карта «{plan}»: вы получите код, и тот, кто его активирует, получит "
         "тариф. Как хотите оплатить?",
-        "paid_gift_from_wallet": "Списано {price} с кошелька за подарочную карту «{plan}». Код придёт следующим "
+        "notice_gift_paid_from_wallet": "Списано {price} с кошелька за подарочную карту «{plan}». Код придёт следующим "
         "сообщением.",
-        "gift_payment_received": "Платёж получен: {price}. Код подарочной карты придёт следующим сообщением.",
+        "notice_gift_payment_received": "Платёж получен: {price}. Код подарочной карты придёт следующим сообщением.",
         "method_stars": "Telegram Stars: {price}",
         "method_wallet": "Кошелёк: {price} (баланс {balance})",
         "method_yookassa": "Картой (ЮKassa): {price}",
@@ -167,9 +185,9 @@ CATALOG = {
         "invoice_sent": "Ваш счёт за «{plan}»: {price}.",
         "pay_by_link": "Заказ {order}: {plan}, {price}. Оплатите на странице, которую откроет кнопка; "
         "мы напишем, как только платёж придёт.",
-        "paid_from_wallet": "Списано {price} с кошелька за «{plan}». Доступ подключается: "
+        "notice_paid_from_wallet": "Списано {price} с кошелька за «{plan}». Доступ подключается: "
         "мы напишем, когда он будет готов.",
-        "payment_received": "Платёж получен: {price}. Доступ подключается: мы напишем, когда он будет готов.",
+        "notice_payment_received": "Платёж получен: {price}. Доступ подключается: мы напишем, когда он будет готов.",
         "maintenance": "Магазин закрыт на техническое обслуживание. Сейчас ничего нельзя купить; попробуйте позже.",
         "insufficient_funds": "На кошельке недостаточно средств для этой покупки.",
         "gift_unavailable": "Подарочные карты сейчас нельзя купить. Попробуйте позже.",
@@ -177,6 +195,8 @@ CATALOG = {
         "payment_unavailable": "Не удалось открыть страницу оплаты. Попробуйте через минуту.",
         "precheck_order_not_pending": "Этот заказ истёк или уже оплачен. Начните заново из меню.",
         "precheck_amount_mismatch": "Цена изменилась. Начните заново из меню, чтобы увидеть текущую цену.",
+        "precheck_currency_mismatch": "Этот заказ оплачивается только в Telegram Stars (XTR), а не в {currency}. "
+        "Начните заново из меню.",
         "precheck_maintenance_active": "Магазин закрыт на техническое обслуживание. Попробуйте позже.",
         # --- кошелёк и автопродление ---
         "button_wallet": "Кошелёк",
@@ -242,16 +262,16 @@ CATALOG["en"].update(
         "button_code": "Gift or code",
         "button_trial": "Free trial",
         "code_prompt": "Send the code of your gift card or access code. Send /cancel to stop.",
-        "code_activated": "Code accepted: {plan}, {duration}. Your access is being set up; we will tell you when "
-        "it is ready.",
+        "code_activated": "Code accepted: {plan}, until {ends} UTC. Your access is being set up; we will tell you "
+        "when it is ready.",
         "code_not_found": "That code is not valid. Check it and send it again, or /cancel.",
         "code_expired": "That code has expired.",
         "code_too_many": "Too many wrong codes. Please try again in ten minutes.",
         "code_used": "That code has been used up.",
         "code_already_activated": "You have activated this code already.",
         "activation_refused": "That can't be activated. Send /start for the menu.",
-        "trial_activated": "Your free trial is on: {plan}, {duration}. Your access is being set up; we will tell "
-        "you when it is ready.",
+        "trial_activated": "Your free trial is on: {plan}, until {ends} UTC. Your access is being set up; we will "
+        "tell you when it is ready.",
         "trial_none": "There is no free trial at the moment.",
         "trial_used": "You have had your free trial already.",
         "channel_required": "Purchases are open to members of our channel {channel}. Join it, then press Buy again.",
@@ -266,9 +286,19 @@ CATALOG["en"].update(
         "size_mb": "{size} MB",
         "size_kb": "{size} KB",
         "support_reply": "Support, ticket #{ticket}:\n\n{text}",
-        "notice_expiring_3d": "Your {plan} access ends in 3 days, on {ends} UTC. Renew it from the menu to keep it.",
-        "notice_expiring_1d": "Your {plan} access ends tomorrow, on {ends} UTC. Renew it from the menu to keep it.",
+        "notice_expiring_3d": "Your {plan} access ends in 3 days, on {ends} UTC. To keep it, extend it from the menu "
+        "(Buy → {plan} → Extend my subscription) or turn auto-renewal on in My subscriptions.",
+        "notice_expiring_1d": "Your {plan} access ends tomorrow, on {ends} UTC. To keep it, extend it from the menu "
+        "(Buy → {plan} → Extend my subscription).",
         "notice_expired": "Your {plan} access ended on {ends} UTC. Buy a new period from the menu to get it back.",
+        "notice_trial_ending": "Your free trial ends tomorrow, on {ends} UTC. To keep your access, choose a plan "
+        "under Buy in the menu.",
+        "notice_trial_ended": "Your free trial ended on {ends} UTC. Choose a plan under Buy in the menu to get your "
+        "access back.",
+        "notice_renews_from_wallet": "Your {plan} subscription renews from your wallet before it ends on {ends} UTC: "
+        "{price} (your balance is {balance}). There is nothing you need to do.",
+        "notice_renewal_needs_topup": "Your {plan} subscription ends on {ends} UTC. Auto-renewal pays {price} from "
+        "your wallet, but your balance is {balance}: top up your wallet from the menu (Wallet) to keep your access.",
         "notice_gift_code": "Your gift card for {plan}: {code}\nWhoever activates it (menu → Gift or code) before "
         "{ends} UTC gets {plan}. This code is shown only this once: keep this message.",
     }
@@ -279,15 +309,16 @@ CATALOG["ru"].update(
         "button_code": "Подарок или код",
         "button_trial": "Пробный период",
         "code_prompt": "Отправьте код подарочной карты или код доступа. Отправьте /cancel, чтобы передумать.",
-        "code_activated": "Код принят: «{plan}», {duration}. Доступ подключается; мы сообщим, когда он будет готов.",
+        "code_activated": "Код принят: «{plan}», до {ends} UTC. Доступ подключается; мы сообщим, когда он будет "
+        "готов.",
         "code_not_found": "Этот код недействителен. Проверьте и отправьте ещё раз или /cancel.",
         "code_expired": "Срок действия кода истёк.",
         "code_too_many": "Слишком много неверных кодов. Попробуйте снова через десять минут.",
         "code_used": "Этот код уже использован.",
         "code_already_activated": "Вы уже активировали этот код.",
         "activation_refused": "Это нельзя активировать. Отправьте /start, чтобы открыть меню.",
-        "trial_activated": "Пробный период включён: «{plan}», {duration}. Доступ подключается; мы сообщим, когда он "
-        "будет готов.",
+        "trial_activated": "Пробный период включён: «{plan}», до {ends} UTC. Доступ подключается; мы сообщим, когда "
+        "он будет готов.",
         "trial_none": "Сейчас пробного периода нет.",
         "trial_used": "Вы уже пользовались пробным периодом.",
         "channel_required": "Покупки доступны подписчикам нашего канала {channel}. Подпишитесь и нажмите «Купить» "
@@ -304,8 +335,18 @@ CATALOG["ru"].update(
         "size_mb": "{size} МБ",
         "size_kb": "{size} КБ",
         "support_reply": "Поддержка, обращение №{ticket}:\n\n{text}",
-        "notice_expiring_3d": "Ваш доступ «{plan}» закончится через 3 дня, {ends} UTC. Продлите его в меню.",
-        "notice_expiring_1d": "Ваш доступ «{plan}» закончится завтра, {ends} UTC. Продлите его в меню.",
+        "notice_expiring_3d": "Ваш доступ «{plan}» закончится через 3 дня, {ends} UTC. Чтобы сохранить его, продлите "
+        "подписку в меню («Купить» → «{plan}» → «Продлить мою подписку») или включите автопродление в «Мои подписки».",
+        "notice_expiring_1d": "Ваш доступ «{plan}» закончится завтра, {ends} UTC. Чтобы сохранить его, продлите "
+        "подписку в меню («Купить» → «{plan}» → «Продлить мою подписку»).",
+        "notice_trial_ending": "Пробный период закончится завтра, {ends} UTC. Чтобы сохранить доступ, выберите тариф "
+        "в меню «Купить».",
+        "notice_trial_ended": "Пробный период закончился {ends} UTC. Выберите тариф в меню «Купить», чтобы вернуть "
+        "доступ.",
+        "notice_renews_from_wallet": "Подписка «{plan}» продлится с кошелька до окончания, {ends} UTC: {price} "
+        "(на балансе {balance}). Делать ничего не нужно.",
+        "notice_renewal_needs_topup": "Подписка «{plan}» заканчивается {ends} UTC. Автопродление спишет {price} с "
+        "кошелька, но на балансе {balance}: пополните кошелёк в меню («Кошелёк»), чтобы сохранить доступ.",
         "notice_expired": "Ваш доступ «{plan}» закончился {ends} UTC. Купите новый период в меню, чтобы вернуть его.",
         "notice_gift_code": "Ваша подарочная карта «{plan}»: {code}\nТот, кто активирует её (меню → «Подарок или "
         "код») до {ends} UTC, получит «{plan}». Код показан только сейчас: сохраните это сообщение.",
@@ -324,6 +365,7 @@ TOPIC_OF_KIND = {
     "refund_unmatched": "payments",
     "gift_code_undelivered": "payments",
     "fulfillment_failure": "fulfillment",
+    "undeclared_work": "operations",
 }
 DEFAULT_TOPIC = "operations"
 TOPIC_NAMES = {
@@ -355,6 +397,10 @@ NOTICE_TEXTS = {
     ),
     "fulfillment_failure": (
         "Fulfillment {operation} for entitlement {entitlementId} is {status}: {errorCode}. See System → Jobs."
+    ),
+    "undeclared_work": (
+        "Jobs of {work} (the oldest: job {jobId}) have waited over 10 minutes and no running worker runs them:"
+        " start a worker of the release and settings that declare it, or cancel them in System → Jobs."
     ),
 }
 NOTICE_FALLBACK = "{kind}: {details}"

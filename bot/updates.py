@@ -12,9 +12,12 @@ answer (or a slice of it) in one transaction:
    nothing; what they fetched is written, or not, with the update;
 1. one statement inserts every `update_id` into `bot_updates` unless it is
    there, and only if this process's lease row reads live (bot/lease.py: a
-   process that lost the lease applies nothing). An update already recorded
-   was applied before (Telegram delivers an update again until the bot
-   confirms it) and is skipped. The lease is checked, not written: the lease
+   process that lost the lease applies nothing). An update recorded within
+   UPDATE_REPEAT_WINDOW (models/bot.py) was applied before (Telegram delivers
+   an update again until the bot confirms it, for a day at most) and is
+   skipped. A record older than that is of another update with the same id
+   (after a week without updates Telegram numbers the next ones from a
+   random point): it is overwritten, and the update applied. The lease is checked, not written: the lease
    thread renews it; on PostgreSQL the check locks the row FOR SHARE until
    the commit and on SQLite the transaction holds the write lock, so no
    takeover commits in between. A lease that reads expired is renewed in the
@@ -61,6 +64,7 @@ from bot import texts
 from bot.lease import LEASE_NAME, LeaseLost
 from integrations import telegram
 from models.base import db, utcnow
+from models.bot import UPDATE_REPEAT_WINDOW
 from models.commerce import Customer
 
 logger = logging.getLogger("omniflow.bot.updates")
@@ -247,21 +251,24 @@ class _Statements:
         self.savepoint_name = "bot_update"
 
     def record(self, rows, holder_id, now):
-        """Insert (update_id, kind, applied_at) rows if this holder's lease is live; the ids inserted."""
+        """Record (update_id, kind, applied_at) rows if this holder's lease is live; the ids recorded.
+        An id recorded within the repeat window is not (a repeat); one recorded before it is recorded anew."""
         values = ", ".join(f"({self.mark}, {self.mark}, {self.mark})" for _ in rows)
         sql = (
             "INSERT INTO bot_updates (update_id, kind, applied_at) "
             f"SELECT column1, column2, column3 FROM (VALUES {values}) AS fresh "
             "WHERE EXISTS (SELECT 1 FROM job_leader WHERE name = {m} AND leader_id = {m} AND expires_at > {m}{lock}) "
-            "ON CONFLICT (update_id) DO NOTHING RETURNING update_id"
+            "ON CONFLICT (update_id) DO UPDATE SET kind = excluded.kind, applied_at = excluded.applied_at "
+            "WHERE bot_updates.applied_at < {m} RETURNING update_id"
         ).format(m=self.mark, lock=self.lock)
-        params = [value for row in rows for value in row] + [LEASE_NAME, holder_id, now]
+        params = [value for row in rows for value in row] + [LEASE_NAME, holder_id, now, now - UPDATE_REPEAT_WINDOW]
         return {row[0] for row in self.database.execute_sql(sql, params).fetchall()}
 
-    def recorded_before(self, update_ids):
+    def recorded_before(self, update_ids, now):
+        """Which of these ids were recorded within the repeat window."""
         marks = ", ".join([self.mark] * len(update_ids))
-        sql = f"SELECT update_id FROM bot_updates WHERE update_id IN ({marks})"
-        cursor = self.database.execute_sql(sql, update_ids)
+        sql = f"SELECT update_id FROM bot_updates WHERE update_id IN ({marks}) AND applied_at >= {self.mark}"
+        cursor = self.database.execute_sql(sql, [*update_ids, now - UPDATE_REPEAT_WINDOW])
         return {row[0] for row in cursor.fetchall()}
 
     def customers(self, telegram_ids):
@@ -415,7 +422,8 @@ class UpdateApplier:
         recorded = sql.record(rows, self.lease.holder_id, now)
         missing = [row[0] for row in rows if row[0] not in recorded]
         if missing:
-            missing_now = [update_id for update_id in missing if update_id not in sql.recorded_before(missing)]
+            repeats = sql.recorded_before(missing, now)
+            missing_now = [update_id for update_id in missing if update_id not in repeats]
             if missing_now:  # not there before and not inserted: the lease did not read live
                 self.lease.confirm()
                 recorded |= sql.record([row for row in rows if row[0] in missing_now], self.lease.holder_id, now)

@@ -2,8 +2,12 @@
 
 `checkout(...)` refuses, writing nothing, while maintenance is on
 (`maintenance_active`), for a way of paying this shop does not offer or
-that cannot take the currency, and for whatever `create_order` refuses (an
-unknown or blocked customer, a plan not on sale, …). Then, by way of paying:
+that cannot take the currency, for a top-up above its currency's maximum
+(APP_TOPUP_MAX_MINOR) or in a currency that has none, for an amount above
+what the way of paying takes in one payment (each provider states its
+maximum: `max_amount_minor`, Stars' INVOICE_MAX_AMOUNT), and for whatever
+`create_order` refuses (an unknown or blocked customer, a plan not on sale,
+…). Then, by way of paying:
 
 - `wallet`: the order is created and paid from the balance in one
   transaction; a wallet that cannot cover it refuses (`insufficient_funds`)
@@ -20,7 +24,9 @@ A free order (a trial, a full discount) is settled at once whatever the way
 of paying. With a key (`checkout:<customer>:<request id>` from the route) a
 retried checkout finds its order, and the order's open intent at that
 provider, whose idempotence key the provider sees again: a retry never makes
-a second payment.
+a second payment. Crypto Pay keeps no such key: a retry whose intent was made
+before first looks for the invoice the earlier create made (its payload names
+the intent's key) and reuses it.
 """
 
 from dataclasses import dataclass
@@ -32,7 +38,10 @@ from commerce.payments import OPEN_INTENT_STATES
 from commerce.settlement import NO_CURRENT_ENTITLEMENT, SETTLED_STATES, SettlementRejected, settle_order
 from commerce.stars import CURRENCY as STARS_CURRENCY
 from commerce.stars import invoice_payload
+from config.settings import TOPUP_MAX_MINOR
 from integrations.payments import ProviderError
+from integrations.payments.amounts import to_decimal_text
+from integrations.payments.stars import INVOICE_MAX_AMOUNT as STARS_MAX_AMOUNT
 from models.base import db, utcnow
 from models.commerce import Customer, Order
 from models.fulfillment import Entitlement
@@ -49,6 +58,9 @@ UNKNOWN_PAYMENT_METHOD = "unknown_payment_method"
 ORDER_NOT_PAYABLE = "order_not_payable"
 WALLET_TOPUP = "wallet_topup"
 GIFT_UNDELIVERABLE = "gift_undeliverable"  # a gift card's code could not reach its buyer
+TOPUP_ABOVE_MAXIMUM = "topup_above_maximum"
+TOPUP_CURRENCY_UNSUPPORTED = "topup_currency_unsupported"
+AMOUNT_ABOVE_PROVIDER_MAXIMUM = "amount_above_provider_maximum"
 
 
 class CheckoutRejected(ValueError):
@@ -84,8 +96,10 @@ def checkout(
     amount_minor=None,
     offer_id=None,
     key=None,
+    topup_max=None,
 ):
-    """Create (or, with the same key, find) an order and what pays it; CheckoutRejected says why not."""
+    """Create (or, with the same key, find) an order and what pays it; CheckoutRejected says why not.
+    `topup_max`: {currency: the largest top-up in minor units}, APP_TOPUP_MAX_MINOR (default TOPUP_MAX_MINOR)."""
     if maintenance.is_active():
         raise CheckoutRejected(MAINTENANCE_ACTIVE, "the shop is in maintenance; nothing can be bought now")
     if not is_currency(currency):
@@ -100,6 +114,8 @@ def checkout(
         raise CheckoutRejected(methods.PROVIDER_CURRENCY_UNSUPPORTED, f"{method} takes no payment in {currency}")
     if method == methods.WALLET and kind == "topup":
         raise CheckoutRejected(WALLET_TOPUP, "a wallet is topped up through a provider, not from itself")
+    if kind == "topup":
+        _require_topup_within(TOPUP_MAX_MINOR if topup_max is None else topup_max, currency, amount_minor)
     if kind == "gift":
         _require_gift_delivery(customer_id)
     if kind == "addon" and subscription_id is not None and not _has_period(subscription_id):
@@ -119,7 +135,9 @@ def checkout(
                 order = create_order(customer_id, kind, currency, **fields)
                 _settle_at_once(order)
             return _answer(Order.get_by_id(order.id), method)
-        order = create_order(customer_id, kind, currency, **fields)
+        with db.atomic():
+            order = create_order(customer_id, kind, currency, **fields)
+            _require_payable(providers, method, order)
         if order.amount_minor == 0 and order.status not in SETTLED_STATES:
             _settle_at_once(order)
     except OrderRejected as rejected:
@@ -147,6 +165,34 @@ def _require_gift_delivery(customer_id):
         )
 
 
+def _require_topup_within(limits, currency, amount_minor):
+    """A top-up above its currency's maximum, or in a currency with none, is refused before anything is
+    written (an amount that is not a positive whole number is left to create_order's invalid_amount)."""
+    if isinstance(amount_minor, bool) or not isinstance(amount_minor, int) or amount_minor <= 0:
+        return
+    limit = limits.get(currency)
+    if limit is None:
+        raise CheckoutRejected(TOPUP_CURRENCY_UNSUPPORTED, f"this shop takes no top-ups in {currency}")
+    if amount_minor > limit:
+        raise CheckoutRejected(
+            TOPUP_ABOVE_MAXIMUM, f"a top-up in {currency} is at most {_money(limit, currency)} ({limit} minor units)"
+        )
+
+
+def _require_payable(providers, method, order):
+    """Refuse, inside the transaction that wrote the order, an amount the way of paying cannot take in one payment."""
+    limit = STARS_MAX_AMOUNT if method == methods.STARS else methods.adapter(providers, method).max_amount_minor
+    if order.amount_minor > limit:
+        raise CheckoutRejected(
+            AMOUNT_ABOVE_PROVIDER_MAXIMUM,
+            f"{method} takes at most {_money(limit, order.currency)} ({limit} minor units) in one payment",
+        )
+
+
+def _money(amount_minor, currency):
+    return f"{to_decimal_text(amount_minor, currency)} {currency}"
+
+
 def return_url(public_url):
     return f"{public_url}{RETURN_PATH}"
 
@@ -170,12 +216,21 @@ def _has_period(subscription_id):
 
 def _hosted_payment(providers, public_url, order, method):
     """The confirmation URL of the order's payment at a hosted provider, creating it if needed."""
-    intent = _open_intent(order, method)
+    intent, made_now = _open_intent(order, method)
     if intent.confirmation_url:
         return intent.confirmation_url
     adapter = methods.adapter(providers, method)
     try:
-        payment = adapter.create_payment(
+        # An intent made before may have had its create reach the provider with the answer lost.
+        payment = None
+        if not made_now:
+            payment = adapter.find_created_payment(
+                order_id=order.id,
+                currency=order.currency,
+                idempotence_key=intent.idempotence_key,
+                created_after=intent.created_at,
+            )
+        payment = payment or adapter.create_payment(
             order_id=order.id,
             amount_minor=order.amount_minor,
             currency=order.currency,
@@ -201,16 +256,16 @@ def _hosted_payment(providers, public_url, order, method):
 
 
 def _open_intent(order, method):
-    """The order's open intent at this provider, or a new one; under the order's row lock, so
-    two retries of one checkout share one intent (and one idempotence key)."""
+    """(the order's open intent at this provider, False) or (a new one, True); under the order's row
+    lock, so two retries of one checkout share one intent (and one idempotence key)."""
     with db.atomic():
         locked(Order.select(Order.id).where(Order.id == order.id)).get()
         mine = PaymentIntent.select().where(PaymentIntent.order == order, PaymentIntent.provider == method)
         open_one = mine.where(PaymentIntent.status.in_(OPEN_INTENT_STATES)).order_by(PaymentIntent.id.desc()).first()
         if open_one is not None:
-            return open_one
+            return open_one, False
         now = utcnow()
-        return PaymentIntent.create(
+        made = PaymentIntent.create(
             order=order,
             provider=method,
             amount_minor=order.amount_minor,
@@ -220,6 +275,7 @@ def _open_intent(order, method):
             created_at=now,
             updated_at=now,
         )
+        return made, True
 
 
 def _invoice(order):

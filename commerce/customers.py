@@ -12,6 +12,9 @@ from models.base import db, utcnow
 from models.commerce import Customer, Subscription
 
 MAX_NAME_LENGTH = 128
+# Bidirectional formatting characters: inside a name they reorder the text around it ("Welcome, …!" read
+# backwards, an operator's table row flipped). Names are shown without them (shown_name).
+BIDI_CONTROLS = dict.fromkeys([0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,11 @@ class TelegramIdentity:
     def display_name(self):
         name = " ".join(part for part in (self.first_name, self.last_name) if part).strip()
         return (name or self.username or f"user {self.telegram_id}")[:MAX_NAME_LENGTH]
+
+
+def shown_name(name):
+    """A customer's name as the bot and the back office show it: the name without bidirectional controls."""
+    return (name or "").translate(BIDI_CONTROLS)
 
 
 def find_by_telegram(telegram_id):
@@ -64,6 +72,8 @@ def customer_for_telegram(identity, language, known=None):
         changes["telegram_unreachable_at"] = None  # writing to the bot again: they unblocked it
     if changes:
         Customer.update(**changes).where(Customer.id == customer.id).execute()
+        for name, value in changes.items():
+            setattr(customer, name, value)  # the caller greets with what is stored now, not what was read
     return customer, False
 
 

@@ -23,7 +23,9 @@ The first rule that holds gives the phase:
 5. `expired`: the panel's user is disabled or expired (a refund's or an
    operator's disable), or the period and its grace are over.
 6. `grace`: the period is over, its grace hours are not.
-7. `expiring`: the period ends within 3 days.
+7. `expiring`: the period ends within 3 days — within its last day for a
+   period no longer than that (a 3-day trial is not "ending soon" the
+   moment it begins).
 8. `active`.
 """
 
@@ -44,6 +46,7 @@ FAILED = "failed"
 PHASES = (PROVISIONING, ACTIVE, EXPIRING, GRACE, EXPIRED, PAUSED, FAILED)
 
 EXPIRING_WITHIN = datetime.timedelta(days=3)
+SHORT_PERIOD_EXPIRING_WITHIN = datetime.timedelta(days=1)
 OPEN_STATUSES = ("pending", "running", "retrying")
 ENDED_WITHOUT_PROVISIONING = ("failed", "cancelled")
 SWITCHED_OFF = ("disabled", "expired")
@@ -75,7 +78,8 @@ def phase_of(entitlement, order_status, open_change, create_ended, now):
         return EXPIRED
     if now >= entitlement.ends_at:
         return GRACE
-    if entitlement.ends_at - now <= EXPIRING_WITHIN:
+    short = entitlement.ends_at - entitlement.starts_at <= EXPIRING_WITHIN
+    if entitlement.ends_at - now <= (SHORT_PERIOD_EXPIRING_WITHIN if short else EXPIRING_WITHIN):
         return EXPIRING
     return ACTIVE
 

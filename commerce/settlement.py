@@ -2,10 +2,12 @@
 
 A provider webhook or poll, Telegram Stars, the wallet, a renewal, a gift, a
 code and a trial all end here. One transaction writes the ledger movement,
-order → paid, what the order bought, the outbox event and the operator
-notice: all of it commits, or none of it does, so a paid order always has its
-money booked and, where it buys access, a job waiting for it. Settling an
-order again returns the first settlement's result and writes nothing.
+order → paid, what the order bought, the outbox event, the operator
+notice and, for a payment made in the chat (Stars, the wallet), the
+customer's receipt (`RECEIPTS`, delivered by the bot): all of it commits,
+or none of it does, so a paid order always has its money booked and, where
+it buys access, a job waiting for it. Settling an order again returns the
+first settlement's result and writes nothing.
 
 The ledger movement depends on how the order was paid (`settled_by`):
 
@@ -50,6 +52,7 @@ order that expired or was cancelled while its payer was paying.
 """
 
 import datetime
+import json
 from dataclasses import dataclass, replace
 
 from peewee import JOIN, IntegrityError
@@ -72,6 +75,10 @@ LATE_STATES = ("expired", "cancelled")  # settled by a provider's payment only
 PROVIDER_PATHS = ("provider_webhook", "provider_poll", "stars")
 WALLET_PATHS = ("wallet", "renewal")
 NOTICE_WALLET_CREDITED = "wallet_credited"  # a customer notice: the top-up arrived
+# The customer's receipt for a payment made in the chat, a customer notice per way of paying (a gift
+# card's says its code follows; a top-up's is wallet_credited). Payments at a hosted provider get none:
+# the customer hears when their access is ready.
+RECEIPTS = {"stars": "payment_received", "wallet": "paid_from_wallet"}
 FREE_PATHS = ("gift", "code", "trial")
 SETTLED_BY = PROVIDER_PATHS + WALLET_PATHS + FREE_PATHS
 KEY_PREFIX = {"gift": "gift", "code": "code"}
@@ -145,6 +152,7 @@ def settle_locked(order, settled_by, provider=None):
 
         now = utcnow().replace(microsecond=0)
         _book(order, settled_by, provider)
+        _queue_receipt(order, settled_by, now)  # before a gift's code notice, so it is delivered first
         bought_gift = order.operation == "gift" and settled_by not in FREE_PATHS
         if order.operation == "topup":
             settlement, subscription = _credit_wallet(order), None
@@ -202,6 +210,27 @@ def _book(order, settled_by, provider):
             ledger.record_sale(order, provider)
     except ledger.LedgerRejected as rejected:
         raise SettlementRejected(rejected.code, str(rejected)) from None
+
+
+_RECEIPT = (
+    "INSERT INTO customer_notices (customer_id, kind, dedupe_key, payload, created_at)"
+    " SELECT id, %s, %s, %s, %s FROM customers WHERE id = %s AND telegram_id IS NOT NULL"
+    " ON CONFLICT (kind, dedupe_key) DO NOTHING"
+)
+
+
+def _queue_receipt(order, settled_by, now):
+    """The payment's receipt, written with the settlement: sent as an answer after the commit, a crash
+    in between would lose it; as a notice the bot's loop delivers it once the commit is made. A customer
+    without a Telegram chat (a script's wallet checkout) has nowhere to receive it."""
+    kind = RECEIPTS.get(settled_by)
+    if kind is None or order.operation == "topup":
+        return
+    if order.operation == "gift":
+        kind = f"gift_{kind}"
+    payload = {"orderId": order.id, "planId": order.plan_id, "amountMinor": order.amount_minor,
+               "currency": order.currency}  # fmt: skip
+    execute_all([(_RECEIPT, (kind, f"order:{order.id}", json.dumps(payload, sort_keys=True), now, order.customer_id))])
 
 
 def _open_period(order, now):

@@ -2,7 +2,7 @@
 
 - `precheck_stars(order_id, amount)` answers a `pre_checkout_query`: ok only
   while the order is pending and within its payment window, it is an XTR
-  order, the amount is its price and maintenance is off (13.12).
+  order paid in XTR, the amount is its price and maintenance is off (13.12).
 - `settle_stars_payment(order_id, telegram_payment_charge_id, amount)` applies
   a `successful_payment` inside the transaction that records the update (a
   savepoint of it, never a commit of its own), so the update and its effect
@@ -32,6 +32,7 @@ ORDER_NOT_FOUND = "order_not_found"
 ORDER_NOT_PENDING = "order_not_pending"
 NOT_A_STARS_ORDER = "not_a_stars_order"
 AMOUNT_MISMATCH = "amount_mismatch"
+CURRENCY_MISMATCH = "currency_mismatch"
 INVALID_CHARGE_ID = "invalid_charge_id"
 INVALID_AMOUNT = "invalid_amount"
 
@@ -69,7 +70,9 @@ def precheck_stars(order_id, amount, currency=CURRENCY):
         return Precheck(False, ORDER_NOT_PENDING)
     if order.currency != CURRENCY or order.provider != PROVIDER:
         return Precheck(False, NOT_A_STARS_ORDER)
-    if currency != CURRENCY or amount != order.amount_minor:
+    if currency != CURRENCY:
+        return Precheck(False, CURRENCY_MISMATCH)
+    if amount != order.amount_minor:
         return Precheck(False, AMOUNT_MISMATCH)
     return Precheck(True)
 

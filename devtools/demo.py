@@ -15,16 +15,40 @@ subscription there against that panel.
 
 import json
 import os
+import shlex
+import sys
+from pathlib import Path
 
 from commerce.settlement import settle_order
 from config.settings import PROJECT_ROOT, DatabaseTarget
+from fakes.remnawave import api_token
 from models.commerce import Customer, Order, Plan
 from models.fulfillment import FulfillmentOperation
 
 DEMO_DATABASE_PATH = PROJECT_ROOT / "var" / "demo.sqlite3"
-DEMO_TOKEN = "demo-panel-token-0123456789"
+DEMO_TOKEN = api_token("demo")
 DEMO_ORDERS = 5
 PANEL_FAIL_RATE = 0.2
+
+
+def command_line(*args):
+    """`omniflow.py args` as a shell runs it from the current directory, with the interpreter
+    running now: a bare `python` may be another one, without the project's packages."""
+    here = Path.cwd()
+
+    def shown(path):
+        path = Path(path)
+        return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+
+    python = shown(sys.executable)
+    if "/" not in python:
+        python = f"./{python}"  # a bare name would be looked up on PATH
+    return shlex.join([python, shown(Path(PROJECT_ROOT) / "omniflow.py"), *args])
+
+
+def rows_hint(database_path):
+    """The command that lists the demo's rows again."""
+    return f"DATABASE_URL={shlex.quote(f'sqlite:///{database_path}')} {command_line('jobs', 'list')}"
 
 
 def fresh_database():

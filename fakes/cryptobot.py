@@ -1,7 +1,9 @@
 """A fake Crypto Pay (CryptoBot): a real HTTP server speaking the documented subset of the API, with signed webhooks.
 
 Methods (GET with a query string, or POST with JSON or a form; header
-`Crypto-Pay-API-Token`): /api/getMe, /api/createInvoice, /api/getInvoices.
+`Crypto-Pay-API-Token`): /api/getMe, /api/createInvoice, /api/getInvoices
+(newest first, filtered by asset, fiat, invoice_ids and status, paged by
+offset and count as Crypto Pay pages them).
 Answers are `{"ok": true, "result": ...}`, errors `{"ok": false, "error":
 {"code": <HTTP status>, "name": "..."}}` with that HTTP status.
 
@@ -98,6 +100,20 @@ class FakeCryptoBot(FakeProvider):
         self._next_invoice_id = 1
         self._next_update_id = 1
         self._updates = {}  # invoice id → (body, headers) of its invoice_paid update as last sent
+
+    def _snapshot(self):
+        return {
+            "invoices": list(self._invoices.values()),
+            "next_invoice_id": self._next_invoice_id,
+            "next_update_id": self._next_update_id,
+            "updates": [[invoice_id, body, headers] for invoice_id, (body, headers) in self._updates.items()],
+        }
+
+    def _restore(self, state):
+        self._invoices = {record["invoice_id"]: record for record in state["invoices"]}
+        self._next_invoice_id = state["next_invoice_id"]
+        self._next_update_id = state["next_update_id"]
+        self._updates = {invoice_id: (body, headers) for invoice_id, body, headers in state["updates"]}
 
     def _state_counts(self):
         return {"invoices": len(self._invoices)}
@@ -291,6 +307,11 @@ class FakeCryptoBot(FakeProvider):
         status = params.get("status")
         if status is not None and status not in ("active", "paid"):
             raise _fail(400, "STATUS_INVALID")
+        asset, fiat = params.get("asset"), params.get("fiat")
+        if asset is not None and asset not in ASSETS:
+            raise _fail(400, "ASSET_INVALID")
+        if fiat is not None and fiat not in FIATS:
+            raise _fail(400, "FIAT_INVALID")
         offset, count = str(params.get("offset") or "0"), str(params.get("count") or "100")
         if not (offset.isdigit() and count.isdigit() and 1 <= int(count) <= 1000):
             raise _fail(400, "COUNT_INVALID")
@@ -298,7 +319,9 @@ class FakeCryptoBot(FakeProvider):
             records = [
                 record
                 for record in sorted(self._invoices.values(), key=lambda r: r["invoice_id"], reverse=True)
-                if wanted is None or record["invoice_id"] in wanted
+                if (wanted is None or record["invoice_id"] in wanted)
+                and (asset is None or record["asset"] == asset)
+                and (fiat is None or record["fiat"] == fiat)
             ]
             for record in records:
                 self._expire_if_due(record)
@@ -387,12 +410,14 @@ def _body_params(content_type, raw):
     return dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
 
 
-def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seconds=None):
+def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seconds=None, state_file=None, fresh=False):
     """`python omniflow.py fake-cryptobot`: serve in the foreground until Ctrl-C or SIGTERM."""
     import signal
 
     token, is_dev = default_token()
     fake = FakeCryptoBot(token=token, host=host, port=port, webhook_url=webhook_url, auto_pay_seconds=auto_pay_seconds)
+    if state_file:
+        fake.keep_state_in(state_file, fresh)
 
     def stop(signum, frame):
         raise KeyboardInterrupt
@@ -404,9 +429,11 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seco
     print(f"webhooks to: {webhook_url or 'nowhere (set --webhook-url)'}", flush=True)
     if auto_pay_seconds:
         print(f"every new invoice is paid by itself after {auto_pay_seconds:g} s", flush=True)
+    print(fake.state_line(), flush=True)
     print("control: GET /_fake/invoices, POST /_fake/invoices/ID/pay|expire, /_fake/faults", flush=True)
     try:
         fake.serve_forever()
     except KeyboardInterrupt:
         pass
+    fake.save_state()  # what a request changed just before the stop, whose own write may not have run yet
     print("fake Crypto Pay stopped", flush=True)

@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, urlsplit
 import requests
 
 from fakes.http_server import ServedFake
+from fakes.state_file import KeepsState
 
 MAX_REQUEST_BYTES = 1 << 20
 DELIVERY_TIMEOUT_S = 5.0
@@ -65,7 +66,7 @@ class Reply(Exception):
         self.body = body
 
 
-class FakeProvider(ServedFake):
+class FakeProvider(KeepsState, ServedFake):
     """The shared part of a fake provider. Subclasses implement the API (`_api`) and their payment actions."""
 
     server_name = "FakeProvider"
@@ -269,6 +270,7 @@ class FakeProvider(ServedFake):
                     self.complete(payment_id)
                 except (KeyError, ValueError):
                     pass  # completed or canceled by hand meanwhile
+                self.save_state()
 
         timer = threading.Timer(float(self.auto_pay_seconds), pay)
         timer.daemon = True
@@ -283,6 +285,9 @@ class FakeProvider(ServedFake):
             self._dispatch(handler)
         except OSError:
             handler.close_connection = True  # the client went away
+        finally:
+            if handler.command != "GET":
+                self.save_state()
 
     def _dispatch(self, handler):
         method = handler.command

@@ -16,8 +16,11 @@ panel's fallback limit (`effective_device_limit`). It remembers when each
 request about a user arrived and was answered (`requests_of`).
 """
 
+import base64
 import collections
 import datetime
+import hashlib
+import hmac
 import json
 import math
 import os
@@ -32,6 +35,7 @@ import uuid
 from urllib.parse import unquote, urlsplit
 
 from fakes.http_server import FakeHandler, ServedFake
+from fakes.state_file import KeepsState
 from integrations.remnawave import (
     MAX_BODY_BYTES,
     PANEL_USER_ALREADY_DISABLED,
@@ -54,7 +58,20 @@ from integrations.remnawave import (
     WRITE_ROUTES,
 )
 
-DEV_TOKEN = "omniflow-fake-remnawave-dev-token"
+
+def api_token(subject):
+    """A token shaped like the ones a panel issues (an HS256 JWT), signed with a key only the fakes use."""
+
+    def part(raw):
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+    head = part(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    body = part(json.dumps({"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, subject)), "username": subject}).encode())
+    signature = hmac.new(b"omniflow-fake-panel", f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{part(signature)}"
+
+
+DEV_TOKEN = api_token("omniflow-dev")
 DEFAULT_PORT = 3010
 # Longer than the adapter's 10 s deadline, so a held call is a timeout to it.
 DEFAULT_HOLD_SECONDS = REQUEST_TIMEOUT_S + 2.0
@@ -253,7 +270,7 @@ class _Handler(FakeHandler):
         return super().parse_request()
 
 
-class FakeRemnawave(ServedFake):
+class FakeRemnawave(KeepsState, ServedFake):
     """The fake panel. start() serves it on a background thread; base_url says where."""
 
     server_name = "FakeRemnawave"
@@ -407,6 +424,22 @@ class FakeRemnawave(ServedFake):
             )
             return self._user_json(record, utcnow())
 
+    def create_concurrently(
+        self, username, expire_at, traffic_limit_bytes=0, hwid_device_limit=None, squad_uuids=(), status="ACTIVE"
+    ):
+        """Another writer makes this user just before the next create of the same username arrives: lookups
+        until then miss it, and that create answers "username exists" (A019)."""
+        if expire_at.tzinfo is None:
+            expire_at = expire_at.replace(tzinfo=datetime.timezone.utc)
+        with self._lock:
+            self._concurrent_creates[username] = (
+                expire_at,
+                traffic_limit_bytes,
+                hwid_device_limit,
+                list(squad_uuids),
+                status,
+            )
+
     def set_used_traffic(self, username, used_bytes):
         """Traffic the user has used; at or over a non-zero limit the panel reports LIMITED."""
         self.edit_user(username, usedTrafficBytes=used_bytes)
@@ -487,6 +520,15 @@ class FakeRemnawave(ServedFake):
         self._in_flight = 0
         self._max_in_flight = 0
         self._timeline = collections.deque(maxlen=TIMELINE_ENTRIES)
+        self._concurrent_creates = {}
+
+    def _snapshot(self):
+        return {"users": list(self._users.values()), "next_id": self._next_id}
+
+    def _restore(self, state):
+        self._users = {record["id"]: record for record in state["users"]}
+        self._usernames = {record["username"]: record["id"] for record in state["users"]}
+        self._next_id = state["next_id"]
 
     @staticmethod
     def _no_faults(latency_ms=0):
@@ -599,6 +641,8 @@ class FakeRemnawave(ServedFake):
         finally:
             with self._lock:
                 self._in_flight -= 1
+            if handler.command != "GET":
+                self.save_state()
 
     def _dispatch(self, handler):
         method = handler.command
@@ -870,6 +914,8 @@ class FakeRemnawave(ServedFake):
         check.number(body, "telegramId", nullable=True)
         check.email(body, "email")
         check.check()
+        if username in self._concurrent_creates:
+            self._new_record(username, *self._concurrent_creates.pop(username))
         if self._by_username(username):
             raise _Reply(400, self._error_body(path, PANEL_USERNAME_EXISTS))
         record = self._new_record(
@@ -976,7 +1022,9 @@ class FakeRemnawave(ServedFake):
         return 404, {"error": "no such control route"}
 
 
-def run_cli(host="127.0.0.1", port=DEFAULT_PORT, token=None, latency_ms=0, dev_mode=False):
+def run_cli(
+    host="127.0.0.1", port=DEFAULT_PORT, token=None, latency_ms=0, dev_mode=False, state_file=None, fresh=False
+):
     """`python omniflow.py fake-remnawave`: serve in the foreground until Ctrl-C or SIGTERM."""
     import signal
 
@@ -986,6 +1034,8 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT, token=None, latency_ms=0, dev_m
         if is_dev_token:
             printed_token = token  # the fixed development token is no secret; a configured one is never printed
     panel = FakeRemnawave(token=token, host=host, port=port, require_forwarded=not dev_mode, latency_ms=latency_ms)
+    if state_file:
+        panel.keep_state_in(state_file, fresh)
 
     def stop(signum, frame):
         raise KeyboardInterrupt
@@ -999,9 +1049,11 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT, token=None, latency_ms=0, dev_m
     )
     if dev_mode:
         print("dev mode: x-forwarded-for / x-forwarded-proto not required", flush=True)
+    print(panel.state_line(), flush=True)
     print("control: GET /_fake/stats, GET /_fake/users, POST /_fake/faults, POST /_fake/reset", flush=True)
     try:
         panel.serve_forever()
     except KeyboardInterrupt:
         pass
+    panel.save_state()  # what a request changed just before the stop, whose own write may not have run yet
     print("fake Remnawave panel stopped", flush=True)

@@ -24,13 +24,23 @@ answer comes `delay` seconds later).
 would: type messages, press inline buttons, see the answers (it polls the
 control side; every text is put in the page as text, never as markup).
 
+Update ids start where Telegram's may: at a random high number, not at 1 (a
+bot that remembers the ids it applied must not take a restarted fake's for
+repeats). With a state file (`--state-file`, the dev stack's
+var/fake-telegram.state) the chats, their messages, the queued updates and the
+update counter are kept across restarts: written every SAVE_INTERVAL_S when
+they changed and when the fake stops, read back at start (`--fresh`: start
+empty).
+
 Run it with `python omniflow.py fake-telegram`.
 """
 
+import base64
 import email.parser
 import email.policy
 import hashlib
 import json
+import os
 import secrets
 import threading
 import time
@@ -47,6 +57,10 @@ MAX_TEXT_LENGTH = 4096
 MAX_CALLBACK_DATA_BYTES = 64
 FAULTS = ("429", "403", "5xx", "slow")
 CHAT_PAGE = Path(__file__).with_name("telegram_chat.html")
+SAVE_INTERVAL_S = 1.0
+# A press on a message older than this carries an InaccessibleMessage (no content, date 0), as Telegram's does.
+MESSAGE_ACCESSIBLE_S = 48 * 3600
+STATE_VERSION = 1
 
 METHODS = (
     "getMe",
@@ -86,9 +100,14 @@ class FakeTelegram(ServedFake):
     server_name = "FakeTelegramBotAPI"
     thread_name = "fake-telegram"
 
-    def __init__(self, token=DEV_TOKEN, host="127.0.0.1", port=0, bot_username="omniflow_dev_bot"):
+    def __init__(
+        self, token=DEV_TOKEN, host="127.0.0.1", port=0, bot_username="omniflow_dev_bot", state_file=None, fresh=False
+    ):
         self._init_served(host, port)
         self.token = token
+        self.state_file = None if state_file is None else Path(state_file)
+        self._saved = None  # the state last written, so an unchanged world is not written again
+        self._saver = None
         self.bot_user = {
             "id": int(token.split(":", 1)[0]),
             "is_bot": True,
@@ -101,13 +120,23 @@ class FakeTelegram(ServedFake):
         self._lock = threading.RLock()
         self._arrived = threading.Condition(self._lock)
         self._reset_state()
+        if self.state_file is not None and self.state_file.exists() and not fresh:
+            self._load_state()
 
     # --- lifecycle ---------------------------------------------------------
+
+    def bind(self):
+        super().bind()
+        if self.state_file is not None and (self._saver is None or not self._saver.is_alive()):
+            self._saver = threading.Thread(target=self._save_while_serving, name="fake-telegram-state", daemon=True)
+            self._saver.start()
+        return self
 
     def _release(self):
         super()._release()  # ends slow answers
         with self._arrived:
             self._arrived.notify_all()  # and long polls
+        self.save_state()
 
     @property
     def chat_url(self):
@@ -117,7 +146,7 @@ class FakeTelegram(ServedFake):
 
     def _reset_state(self):
         self._updates = []  # queued, unconfirmed, in delivery order
-        self._next_update_id = 1
+        self._next_update_id = first_update_id()
         self._poll_generation = 0
         self._delivered = {}  # update_id -> how many getUpdates answers carried it
         self._transcripts = {}  # chat_id -> [entry]
@@ -128,12 +157,69 @@ class FakeTelegram(ServedFake):
         self._faults_injected = {}
         self._blocked = set()
         self._callbacks = {}  # callback_query_id -> answer or None
+        self._pressed_in = {}  # callback_query_id -> the chat whose transcript shows the press
         self._pre_checkouts = {}  # pre_checkout_query_id -> answer or None
         self._charges = {}  # telegram_payment_charge_id -> {"user_id", "refunded"}
         self._topics = {}  # chat_id -> [topic]
         self._next_thread_id = 100
         self._members = {}  # (chat, user_id) -> status
         self._files = {}  # file_id -> (path, bytes)
+
+    def _state(self):
+        """What a restart keeps: the world as users and the bot see it, not the calls, faults or stats."""
+        with self._lock:
+            return {
+                "version": STATE_VERSION,
+                "next_update_id": self._next_update_id,
+                "updates": self._updates,
+                "transcripts": {str(chat): entries for chat, entries in self._transcripts.items()},
+                "next_message_id": {str(chat): number for chat, number in self._next_message_id.items()},
+                "callbacks": self._callbacks,
+                "pressed_in": self._pressed_in,
+                "pre_checkouts": self._pre_checkouts,
+                "charges": self._charges,
+                "topics": self._topics,
+                "next_thread_id": self._next_thread_id,
+                "members": [[chat, user_id, status] for (chat, user_id), status in self._members.items()],
+                "files": {key: [path, base64.b64encode(data).decode()] for key, (path, data) in self._files.items()},
+                "blocked": sorted(self._blocked),
+            }
+
+    def _load_state(self):
+        state = json.loads(self.state_file.read_text())
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"{self.state_file} is not a state this fake wrote; start with --fresh")
+        self._next_update_id = state["next_update_id"]
+        self._updates = state["updates"]
+        self._transcripts = {int(chat): entries for chat, entries in state["transcripts"].items()}
+        self._next_message_id = {int(chat): number for chat, number in state["next_message_id"].items()}
+        self._callbacks = state["callbacks"]
+        self._pressed_in = state["pressed_in"]
+        self._pre_checkouts = state["pre_checkouts"]
+        self._charges = state["charges"]
+        self._topics = state["topics"]
+        self._next_thread_id = state["next_thread_id"]
+        self._members = {(chat, user_id): status for chat, user_id, status in state["members"]}
+        self._files = {key: (path, base64.b64decode(data)) for key, (path, data) in state["files"].items()}
+        self._blocked = set(state["blocked"])
+
+    def save_state(self):
+        """Write the state file if the world changed since it was last written (no state file: nothing)."""
+        if self.state_file is None:
+            return
+        with self._lock:  # the lists in it change under other threads' requests
+            data = json.dumps(self._state(), ensure_ascii=False, sort_keys=True).encode()
+        if data == self._saved:
+            return
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.state_file.with_name(self.state_file.name + ".partial")
+        partial.write_bytes(data)
+        os.replace(partial, self.state_file)  # a crash mid-write leaves the previous state whole
+        self._saved = data
+
+    def _save_while_serving(self):
+        while not self._stopping.wait(SAVE_INTERVAL_S):
+            self.save_state()
 
     def reset(self):
         with self._arrived:
@@ -191,9 +277,15 @@ class FakeTelegram(ServedFake):
             }
             if shown and shown.get("reply_markup"):
                 message["reply_markup"] = shown["reply_markup"]
+            if shown and shown["at"] < time.time() - MESSAGE_ACCESSIBLE_S:
+                message = {"message_id": message_id, "chat": _private_chat(user, chat), "date": 0}
             query_id = str(secrets.randbits(63))
             self._callbacks[query_id] = None
-            self._record(chat, {"from": "user", "kind": "press", "data": str(data), "message_id": message_id})
+            self._pressed_in[query_id] = chat
+            self._record(
+                chat,
+                {"from": "user", "kind": "press", "data": str(data), "message_id": message_id, "query_id": query_id},
+            )
             return self._queue(
                 {
                     "callback_query": {
@@ -284,6 +376,13 @@ class FakeTelegram(ServedFake):
                 update["update_id"] = update_id
                 return self._enqueue(update)
             return self._queue(update)
+
+    def age_chat(self, chat_id, seconds):
+        """The chat as it will be `seconds` from now: every entry that much older (a press on a message
+        older than MESSAGE_ACCESSIBLE_S reaches the bot without it)."""
+        with self._lock:
+            for entry in self._transcripts.get(int(chat_id), []):
+                entry["at"] -= seconds
 
     def block(self, chat_id, blocked=True):
         """The user blocked the bot: every send to the chat gets 403."""
@@ -605,6 +704,17 @@ class FakeTelegram(ServedFake):
                 "show_alert": _bool(params.get("show_alert")),
                 "at": time.time(),
             }
+            if params.get("text"):  # shown to the user over the chat (a toast, or an alert to dismiss)
+                press = next(
+                    (
+                        entry
+                        for entry in self._transcripts.get(self._pressed_in.get(query_id), [])
+                        if entry.get("query_id") == query_id
+                    ),
+                    None,
+                )
+                if press is not None:
+                    press["answer"] = {"text": str(params["text"]), "show_alert": _bool(params.get("show_alert"))}
             self._accept("answerCallbackQuery", None, params)
         return True
 
@@ -845,6 +955,12 @@ class FakeTelegram(ServedFake):
         return 404, {"error": "no such control route"}
 
 
+def first_update_id():
+    """Where a fake with no state numbers updates from: a random high point, as Telegram does after a week
+    without updates, so ids a bot applied before a restart are not dealt out again."""
+    return (1 << 20) + secrets.randbelow(1 << 30)
+
+
 def _user(user):
     """A Telegram User from an id or a dict with at least an id."""
     if isinstance(user, int):
@@ -969,12 +1085,12 @@ def default_token():
     return (token, False) if token else (DEV_TOKEN, True)
 
 
-def run_cli(host="127.0.0.1", port=DEFAULT_PORT):
+def run_cli(host="127.0.0.1", port=DEFAULT_PORT, state_file=None, fresh=False):
     """`python omniflow.py fake-telegram`: serve in the foreground until Ctrl-C or SIGTERM."""
     import signal
 
     token, is_dev = default_token()
-    fake = FakeTelegram(token=token, host=host, port=port)
+    fake = FakeTelegram(token=token, host=host, port=port, state_file=state_file, fresh=fresh)
 
     def stop(signum, frame):
         raise KeyboardInterrupt
@@ -987,6 +1103,8 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT):
     else:
         print("token: APP_TELEGRAM_BOT_TOKEN (from the environment or .env)", flush=True)
     print(f"chat page: {fake.chat_url}", flush=True)
+    if state_file is not None:
+        print(f"state: {state_file} ({'started empty' if fresh else 'kept across restarts'})", flush=True)
     print("control: POST /_fake/messages|presses|pre_checkout|payments|updates|faults, GET /_fake/chats/ID", flush=True)
     try:
         fake.serve_forever()

@@ -125,6 +125,18 @@ class FakeYooKassa(FakeProvider):
     def _state_counts(self):
         return {"payments": len(self._payments), "refunds": len(self._refunds)}
 
+    def _snapshot(self):
+        return {
+            "payments": list(self._payments.values()),
+            "refunds": list(self._refunds.values()),
+            "idempotence": [[route, key, *seen] for (route, key), seen in self._idempotence.items()],
+        }
+
+    def _restore(self, state):
+        self._payments = {record["id"]: record for record in state["payments"]}
+        self._refunds = {refund["id"]: refund for refund in state["refunds"]}
+        self._idempotence = {(route, key): tuple(seen) for route, key, *seen in state["idempotence"]}
+
     def payments(self):
         with self._lock:
             return [self._payment_json(record) for record in self._payments.values()]
@@ -440,7 +452,7 @@ def _check_metadata(metadata):
             raise _invalid("metadata keys are at most 32 characters, values text of at most 512", "metadata")
 
 
-def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seconds=None):
+def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seconds=None, state_file=None, fresh=False):
     """`python omniflow.py fake-yookassa`: serve in the foreground until Ctrl-C or SIGTERM."""
     import signal
 
@@ -449,6 +461,8 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seco
         shop_id=shop_id, secret_key=secret_key, host=host, port=port, webhook_url=webhook_url,
         auto_pay_seconds=auto_pay_seconds,
     )  # fmt: skip
+    if state_file:
+        fake.keep_state_in(state_file, fresh)
 
     def stop(signum, frame):
         raise KeyboardInterrupt
@@ -463,9 +477,11 @@ def run_cli(host="127.0.0.1", port=DEFAULT_PORT, webhook_url=None, auto_pay_seco
     print(f"notifications to: {webhook_url or 'nowhere (set --webhook-url)'}", flush=True)
     if auto_pay_seconds:
         print(f"every new payment succeeds by itself after {auto_pay_seconds:g} s", flush=True)
+    print(fake.state_line(), flush=True)
     print("control: GET /_fake/payments, POST /_fake/payments/ID/succeed|cancel|forge, /_fake/faults", flush=True)
     try:
         fake.serve_forever()
     except KeyboardInterrupt:
         pass
+    fake.save_state()  # what a request changed just before the stop, whose own write may not have run yet
     print("fake YooKassa stopped", flush=True)

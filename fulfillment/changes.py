@@ -17,8 +17,9 @@ keeps a paused entitlement's user disabled until a resume is applied.
 
 from dataclasses import replace
 
+from commerce import phase
 from fulfillment.desired_state import DesiredState
-from fulfillment.enqueue import enqueue_operation, replayed
+from fulfillment.enqueue import enqueue_operation, find_operation, replayed
 from models.base import db, utcnow
 from models.commerce import Subscription
 from models.fulfillment import Entitlement
@@ -157,6 +158,41 @@ def resume(customer_id, subscription_id, request_id, actor, reason):
         return _queue_pause_change(entitlement, "enable", desired, "resumed", request_id, actor, reason)
 
 
+def reprovision(customer_id, subscription_id, request_id, actor, reason):
+    """Provision a subscription in phase `failed` again (the customer paid and has no access): a new
+    `create` from its entitlement when that period never reached the panel, a `reconcile` otherwise.
+    The same request again returns its first operation."""
+    _require_reason(reason)
+    with db.atomic():
+        subscription = _owned_subscription(customer_id, subscription_id)
+        # Keyed apart from the operation it queues: a replay after the create made the user finds it too.
+        key = f"panel:{subscription.id}:reprovision:{request_id}"
+        first = find_operation(key)
+        if first is not None:
+            return first
+        standing = phase.standings([subscription.id])[subscription.id]
+        if standing.phase != phase.FAILED:
+            raise ChangeRejected(
+                "not_failed", f"only a failed subscription is provisioned again; this one is {standing.phase}", 409
+            )
+        entitlement = standing.entitlement
+        # A period that never reached the panel gets its create (which adopts the user an earlier period
+        # made); one the panel holds in a status Omniflow does not know gets a reconcile.
+        operation = "create" if entitlement.status == "pending" else "reconcile"
+        desired = DesiredState.from_entitlement(entitlement)
+        enqueued = enqueue_operation(entitlement, operation, desired, key, correlation_id=f"panel:{request_id}")
+        record_audit(
+            "subscriptions",
+            "panel.subscription.reprovisioned",
+            actor,
+            reason=reason,
+            subject_type="subscription",
+            subject_id=subscription.id,
+            details={"operationId": enqueued.operation.id, "entitlementId": entitlement.id, "operation": operation},
+        )
+        return enqueued.operation
+
+
 def _queue_pause_change(entitlement, operation, desired, audit_verb, request_id, actor, reason):
     """Queue the panel operation and audit it, in the caller's transaction."""
     enqueued = enqueue_operation(
@@ -171,12 +207,17 @@ def _queue_pause_change(entitlement, operation, desired, audit_verb, request_id,
     return enqueued.operation
 
 
-def _owned_entitlement(customer_id, subscription_id):
+def _owned_subscription(customer_id, subscription_id):
     subscription = Subscription.get_or_none(
         (Subscription.id == subscription_id) & (Subscription.customer == customer_id)
     )
     if subscription is None:
         raise ChangeRejected("subscription_not_found", "no such subscription for this customer", 404)
+    return subscription
+
+
+def _owned_entitlement(customer_id, subscription_id):
+    subscription = _owned_subscription(customer_id, subscription_id)
     entitlement = current_entitlement(subscription.id)
     if entitlement is None or subscription.remote_user_id is None:
         raise ChangeRejected("not_provisioned", "this subscription was never provisioned", 409)

@@ -2,6 +2,9 @@
 
 RECONCILE_INTERVAL_S = 15 * 60
 RECONCILE_BATCH = 500
+# An entitlement the previous run checked was reconciled a little *less* than one interval ago; counting it
+# due only after a full interval would check each one every other run. Its reconciles have this long to finish.
+RECONCILE_DUE_AFTER_S = RECONCILE_INTERVAL_S - 5 * 60
 RECONCILE_HORIZON_DAYS = 30
 REVIVE_INTERVAL_S = 5 * 60
 REVIVE_IDLE_S = 10 * 60

@@ -110,12 +110,7 @@ class KeepAliveAdapter(HTTPAdapter):
                 connection.sock.settimeout(read_timeout)
                 return connection
             self._discard(connection)
-        if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=connect_timeout, context=self._tls_context(verify, cert)
-            )
-        else:
-            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=connect_timeout)
+        connection = self._new_connection(parts, verify, cert, connect_timeout)
         try:
             connection.connect()
             connection.sock.settimeout(read_timeout)
@@ -126,6 +121,14 @@ class KeepAliveAdapter(HTTPAdapter):
         with self._open_lock:
             self._open.add(connection)
         return connection
+
+    def _new_connection(self, parts, verify, cert, connect_timeout):
+        """A connection to the URL's host, not yet connected (a subclass may choose the address it connects to)."""
+        if parts.scheme == "https":
+            return http.client.HTTPSConnection(
+                parts.hostname, parts.port, timeout=connect_timeout, context=self._tls_context(verify, cert)
+            )
+        return http.client.HTTPConnection(parts.hostname, parts.port, timeout=connect_timeout)
 
     def _keep(self, connection):
         """The answer was read to its end: the next call of this thread may reuse the connection."""

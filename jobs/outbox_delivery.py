@@ -18,7 +18,9 @@ PostgreSQL):
   the run stops there, because the stream's later events wait behind it, and
   the job snoozes until then: its own retry, costing no job attempt;
 - a failure 24 h or more after the event was created: `dead`, one operator
-  notice per destination and day, and the stream goes on with its next event.
+  notice per destination and day, and the stream goes on with its next event;
+  a dead delivery has ended too: the event is published (finished) once its
+  other deliveries have.
 
 At least once: a run killed between a POST and its record sends that event
 again (receivers deduplicate on `webhook-id`). One job per stream at a time
@@ -37,7 +39,7 @@ from jobs import UNIQUE_WHILE_ACTIVE, JobSnooze, current_job, huey
 from models.base import db, utcnow
 from models.ops import OutboxDelivery, OutboxDestination
 from models.transactions import execute_all, fetch_all, fetch_one
-from ops.outbox import DEAD, DELIVERED, RETRYING, publish_complete
+from ops.outbox import DEAD, DELIVERED, RETRYING, private_destinations_allowed, publish_complete
 from ops.records import queue_notice
 from ops.sealing import unseal
 from security.redactor import register_secret
@@ -68,7 +70,7 @@ def sender():
     if _sender is None:
         from integrations.webhooks import WebhookSender
 
-        _sender = WebhookSender()
+        _sender = WebhookSender(allow_private=private_destinations_allowed())
     return _sender
 
 
@@ -180,6 +182,7 @@ def _record(destination_id, delivery_id, event_id, attempts, created_at, answer,
                 f"destination:{destination_id}:{now.date().isoformat()}",
                 {"destinationId": destination_id, "eventId": event_id, "errorCode": answer.code},
             )
+            publish_complete([event_id], now)
         logger.warning(
             f"outbox event {event_id} is dead for destination {destination_id} after 24 h",
             extra={"state": DEAD, "error": answer.code},

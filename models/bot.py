@@ -11,6 +11,11 @@ from models.commerce import Customer, Order
 SESSION_TTL = datetime.timedelta(hours=24)
 CHECKOUT_SESSION_TTL = datetime.timedelta(minutes=30)
 SHOP_REVIEW_TTL = datetime.timedelta(days=1)
+# How long an applied update's id marks a delivery of that id as a repeat (SPEC 14.3). Telegram delivers an
+# unconfirmed update again for at most a day; after a week without updates it numbers the next ones from a
+# random point, which may repeat ids applied long ago. Well under that week, an older id is a new update,
+# and retention deletes the record.
+UPDATE_REPEAT_WINDOW = datetime.timedelta(hours=24)
 
 
 class BotUpdate(BaseModel):

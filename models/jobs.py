@@ -56,6 +56,8 @@ class JobWorker(BaseModel):
     hostname = TextField()
     pid = IntegerField()
     queues = TextField()
+    kinds = TextField(default="[]")  # JSON: the job kinds this worker runs (migration 0029)
+    passes = TextField(default="[]")  # JSON: the periodic passes it registered
     started_at = DateTimeField()
     heartbeat_at = DateTimeField()
 

@@ -65,7 +65,8 @@ class AuditEvent(BaseModel):
 class OutboxEvent(BaseModel):
     """An event written with the change it reports (SPEC 8.1). `aggregate` (e.g.
     `customer:42`) orders it with the other events of that aggregate; `routed_at`
-    is when its deliveries were made, `published_at` when every one of them arrived."""
+    is when its deliveries were made, `published_at` when every one of them ended
+    (delivered, or dead after 24 h)."""
 
     id = BigAutoField()
     topic = TextField()

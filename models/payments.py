@@ -6,7 +6,16 @@ A Telegram Stars payment is an intent of provider `stars` whose
 (provider, provider_payment_id) pair makes that id the Stars settlement key.
 """
 
-from peewee import BigAutoField, BigIntegerField, BlobField, BooleanField, DateTimeField, ForeignKeyField, TextField
+from peewee import (
+    BigAutoField,
+    BigIntegerField,
+    BlobField,
+    BooleanField,
+    DateTimeField,
+    ForeignKeyField,
+    IntegerField,
+    TextField,
+)
 
 from models.base import BaseModel, utcnow
 from models.commerce import Order
@@ -14,6 +23,15 @@ from models.ledger import LedgerTransaction
 
 INTENT_STATUSES = ("created", "pending", "succeeded", "canceled", "failed", "expired")
 WEBHOOK_BODY_LIMIT = 64 * 1024
+REJECTED_BODY_KEPT = 1024
+# What proved or disproved a delivery: CryptoBot's signature, or, for YooKassa's unsigned
+# notifications, what the payment (or refund) fetched from the API said of the notification's claim.
+SIGNATURE_VALID = "signature_valid"
+SIGNATURE_BAD = "signature_bad"
+CONFIRMED = "confirmed"
+CONTRADICTED = "contradicted"
+UNKNOWN = "unknown"
+WEBHOOK_VERDICTS = (SIGNATURE_VALID, SIGNATURE_BAD, CONFIRMED, CONTRADICTED, UNKNOWN)
 
 
 class PaymentIntent(BaseModel):
@@ -36,22 +54,28 @@ class PaymentIntent(BaseModel):
 
 
 class ProviderWebhookEvent(BaseModel):
-    """A delivery, stored raw before anything else is done with it.
+    """A delivery, stored before anything else is done with it.
 
-    The body is kept as received (at most WEBHOOK_BODY_LIMIT bytes) until
-    `retain_until`; it may carry card digits, so it is never logged or shown.
+    An accepted delivery's body is kept as received (at most WEBHOOK_BODY_LIMIT
+    bytes) until `retain_until`; a rejected one's only its first
+    REJECTED_BODY_KEPT bytes, with the size and digest of the whole. A body may
+    carry card digits, so it is never logged or shown.
     """
 
     id = BigAutoField()
     provider = TextField()
     provider_event_id = TextField(null=True)  # None when the body could not be read
     received_at = DateTimeField(default=utcnow)
-    signature_ok = BooleanField()
+    signature_ok = BooleanField()  # a signature verified (CryptoBot); never true for an unsigned provider
+    verdict = TextField(null=True)  # WEBHOOK_VERDICTS: what was checked; None while nothing has been
     processed_at = DateTimeField(null=True)
     outcome = TextField(null=True)
     payment_intent = ForeignKeyField(PaymentIntent, null=True, backref="+", column_name="payment_intent_id")
     retain_until = DateTimeField()
     body = BlobField()
+    body_size = IntegerField(null=True)  # the whole body's, whatever part of it is kept
+    body_sha256 = TextField(null=True)
+    headers = BlobField(null=True)  # JSON: the client's address and the headers that matter for audit
 
     class Meta:
         table_name = "provider_webhook_events"

@@ -1,6 +1,6 @@
-"""The encrypted backup file format: a chunked AES-256-GCM stream (version 1).
+"""The encrypted backup file format: a chunked AES-256-GCM stream (version 2).
 
-    header  MAGIC (8) | version (1) | key id (8) | salt (16) | chunk size (4)
+    header  MAGIC (8) | version (1) | key id (8) | salt (16) | chunk size (4) | header check (8)
     chunk   word (4) | AES-GCM ciphertext and tag of at most `chunk size` bytes
 
 Integers are big-endian; a chunk's word is its ciphertext length, with the
@@ -13,6 +13,12 @@ chunks swapped, dropped or repeated, a file cut short (even at a chunk
 boundary: the last chunk read was not marked last) and bytes appended after
 the last chunk are all refused with BackupDamaged, before any plaintext of
 the bad chunk is handed out.
+
+The header check (SHA-256 of the header before it, cut to 8 bytes) is read
+before the key lookup, so damaged key-id bytes are reported as a damaged
+file, not as a key this installation does not hold; it needs no key, and the
+chunks' authentication covers it too. Version 1 files (the same header
+without the check) are still read.
 
 Fernet would need the whole dump in memory to seal or open it; this needs
 one chunk. The key id is a fingerprint of the master key, so a file says
@@ -30,10 +36,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 MAGIC = b"OMNIBKUP"
-VERSION = 1
+VERSION = 2
+UNCHECKED_VERSION = 1
 KEY_ID_BYTES = 8
 SALT_BYTES = 16
-HEADER = struct.Struct(f">{len(MAGIC)}sB{KEY_ID_BYTES}s{SALT_BYTES}sI")
+CHECK_BYTES = 8
+UNCHECKED_HEADER = struct.Struct(f">{len(MAGIC)}sB{KEY_ID_BYTES}s{SALT_BYTES}sI")
+HEADER = struct.Struct(f"{UNCHECKED_HEADER.format}{CHECK_BYTES}s")
+HEADER_CHECK_CONTEXT = b"omniflow backup header\x00"
 WORD = struct.Struct(">I")
 LAST_CHUNK = 0x80000000
 TAG_BYTES = 16
@@ -80,6 +90,10 @@ def _file_cipher(key, salt):
     return AESGCM(derived)
 
 
+def _header_check(fields):
+    return hashlib.sha256(HEADER_CHECK_CONTEXT + fields).digest()[:CHECK_BYTES]
+
+
 def _nonce(index, last):
     return index.to_bytes(11, "big") + (b"\x01" if last else b"\x00")
 
@@ -91,7 +105,8 @@ class SealedWriter:
         if not 0 < chunk_size <= MAX_CHUNK_SIZE:
             raise ValueError(f"chunk size must be between 1 and {MAX_CHUNK_SIZE}")
         salt = os.urandom(SALT_BYTES)
-        self._header = HEADER.pack(MAGIC, VERSION, key.key_id, salt, chunk_size)
+        fields = UNCHECKED_HEADER.pack(MAGIC, VERSION, key.key_id, salt, chunk_size)
+        self._header = fields + _header_check(fields)
         self._cipher = _file_cipher(key, salt)
         self._out = out
         self._chunk_size = chunk_size
@@ -130,12 +145,19 @@ def _read_exactly(source, size):
 
 def unsealed_chunks(source, keys):
     """Yield the plaintext chunks of a backup read from `source`, each authenticated before it is yielded."""
-    header = _read_exactly(source, HEADER.size)
-    if len(header) < HEADER.size or not header.startswith(MAGIC):
+    header = _read_exactly(source, UNCHECKED_HEADER.size)
+    if len(header) < UNCHECKED_HEADER.size or not header.startswith(MAGIC):
         raise NotABackup("this is not an Omniflow backup file (no backup header)")
-    _, version, key_id, salt, chunk_size = HEADER.unpack(header)
-    if version != VERSION:
-        raise NotABackup(f"backup format version {version} is not one this version reads ({VERSION})")
+    _, version, key_id, salt, chunk_size = UNCHECKED_HEADER.unpack(header)
+    if version not in (UNCHECKED_VERSION, VERSION):
+        raise NotABackup(
+            f"backup format version {version} is not one this version reads ({UNCHECKED_VERSION}, {VERSION})"
+        )
+    if version == VERSION:
+        check = _read_exactly(source, CHECK_BYTES)
+        if check != _header_check(header):
+            raise BackupDamaged("the backup header is damaged (its check does not match)")
+        header += check
     key = next((key for key in keys if key.key_id == key_id), None)
     if key is None:
         raise UnknownBackupKey(

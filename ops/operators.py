@@ -2,7 +2,14 @@
 
 A session token is 32 random bytes shown to the browser once (in its
 cookie); the database keeps only its SHA-256, and a lookup by that hash
-never compares secrets in Python. Sessions expire after SESSION_TTL.
+never compares secrets in Python. A session ends after `idle` without use
+(APP_OPERATOR_IDLE_MINUTES) and SESSION_TTL after sign-in whatever the
+activity: its `expires_at` is the earlier of the two, moved on as it is used
+(written at most once per RENEW_STEP, not on every request).
+
+Disabling an operator, resetting a password and revoking sessions (the CLI
+and the panel's Operators page) each end the operator's sessions at once and
+write an audit event with the reason, in one transaction.
 """
 
 import datetime
@@ -13,7 +20,7 @@ import json
 import secrets
 import zoneinfo
 
-from peewee import IntegrityError
+from peewee import IntegrityError, fn
 
 from models.base import db, utcnow
 from models.operators import LoginFailure, Operator, OperatorSession
@@ -33,12 +40,17 @@ CAMPAIGNS_WRITE = "campaigns.write"
 # Support tickets: reading them (with the customers' words) and replying.
 SUPPORT_READ = "support.read"
 SUPPORT_WRITE = "support.write"
+# Operator accounts: disabling one, resetting a password, revoking sessions. Whoever holds it can act as
+# anyone (a reset password signs in), so it is a permission of its own, not part of system.write.
+OPERATORS_WRITE = "operators.write"
 PERMISSIONS = (
     SYSTEM_READ, SYSTEM_WRITE, SUBSCRIPTIONS_READ, SUBSCRIPTIONS_WRITE, PAYMENTS_READ, PAYMENTS_WRITE, CAMPAIGNS_WRITE,
-    SUPPORT_READ, SUPPORT_WRITE,
+    SUPPORT_READ, SUPPORT_WRITE, OPERATORS_WRITE,
 )  # fmt: skip
 
 SESSION_TTL = datetime.timedelta(hours=12)
+SESSION_IDLE = datetime.timedelta(minutes=30)  # APP_OPERATOR_IDLE_MINUTES' default
+RENEW_STEP = datetime.timedelta(minutes=1)
 USERNAME_MAX = 64
 # Five wrong passwords for one username from one client address within 15
 # minutes: that name is refused from that address (without hashing anything)
@@ -122,18 +134,19 @@ def authenticate(username, password, client_address, now=None):
     return None
 
 
-def open_session(operator, now=None):
+def open_session(operator, now=None, idle=SESSION_IDLE):
     """A new session; returns the token (the only time it exists outside the browser)."""
     now = now or utcnow()
     token = secrets.token_urlsafe(32)
     OperatorSession.create(
-        token_hash=_digest(token), operator=operator.id, created_at=now, expires_at=now + SESSION_TTL
+        token_hash=_digest(token), operator=operator.id, created_at=now, expires_at=now + min(idle, SESSION_TTL)
     )
     return token
 
 
-def session_operator(token, now=None):
-    """The operator of a live session, or None (unknown, expired, or the operator disabled)."""
+def session_operator(token, now=None, idle=SESSION_IDLE):
+    """The operator of a live session, or None (unknown, ended, or the operator disabled); this use keeps the
+    session alive for `idle` more, up to SESSION_TTL after sign-in."""
     if not token or len(token) > 128:
         return None
     now = now or utcnow()
@@ -145,6 +158,9 @@ def session_operator(token, now=None):
     )
     if row is None or row.operator.disabled_at is not None:
         return None
+    renewed = min(row.created_at + SESSION_TTL, now + idle)
+    if renewed - row.expires_at >= RENEW_STEP:
+        OperatorSession.update(expires_at=renewed).where(OperatorSession.token_hash == row.token_hash).execute()
     return row.operator
 
 
@@ -174,6 +190,76 @@ def is_time_zone(name):
 def time_zones():
     """Every IANA zone name this installation knows (tzdata), sorted."""
     return tuple(sorted(zoneinfo.available_timezones()))
+
+
+def operator_named(username):
+    """The operator of that username, or OperatorError."""
+    operator = Operator.get_or_none(Operator.username == (username or "")[:USERNAME_MAX])
+    if operator is None:
+        raise OperatorError(f"no operator is named {str(username)[:USERNAME_MAX]!r}")
+    return operator
+
+
+def disable_operator(operator, actor, reason, now=None):
+    """The operator can no longer sign in, and every session of theirs ends now."""
+    if operator.disabled_at is not None:
+        raise OperatorError(f"operator {operator.username} is already disabled")
+    with db.atomic():
+        Operator.update(disabled_at=now or utcnow()).where(Operator.id == operator.id).execute()
+        ended = _end_sessions(operator)
+        record_audit("system", "operator.disabled", actor, _required(reason), "operator", operator.id,
+                     {"sessionsEnded": ended})  # fmt: skip
+
+
+def enable_operator(operator, actor, reason):
+    if operator.disabled_at is None:
+        raise OperatorError(f"operator {operator.username} is not disabled")
+    with db.atomic():
+        Operator.update(disabled_at=None).where(Operator.id == operator.id).execute()
+        record_audit("system", "operator.enabled", actor, _required(reason), "operator", operator.id)
+
+
+def reset_password(operator, password, actor, reason):
+    """A new password (WeakPassword when it is too weak); sessions opened with the old one end."""
+    reason = _required(reason)
+    password_hash = hash_password(password)
+    with db.atomic():
+        Operator.update(password_hash=password_hash).where(Operator.id == operator.id).execute()
+        ended = _end_sessions(operator)
+        record_audit("system", "operator.password_reset", actor, reason, "operator", operator.id,
+                     {"sessionsEnded": ended})  # fmt: skip
+
+
+def revoke_sessions(operator, actor, reason):
+    """End every session of the operator (they sign in again); returns how many there were."""
+    reason = _required(reason)
+    with db.atomic():
+        ended = _end_sessions(operator)
+        record_audit("system", "operator.sessions_revoked", actor, reason, "operator", operator.id,
+                     {"sessionsEnded": ended})  # fmt: skip
+    return ended
+
+
+def live_sessions(now=None):
+    """{operator id: sessions not yet ended}."""
+    rows = (
+        OperatorSession.select(OperatorSession.operator, fn.COUNT(OperatorSession.token_hash))
+        .where(OperatorSession.expires_at > (now or utcnow()))
+        .group_by(OperatorSession.operator)
+        .tuples()
+    )
+    return dict(rows)
+
+
+def _end_sessions(operator):
+    return OperatorSession.delete().where(OperatorSession.operator == operator.id).execute()
+
+
+def _required(reason):
+    reason = (reason or "").strip()
+    if not reason:
+        raise OperatorError("a reason is required: it is written to the audit log")
+    return reason
 
 
 def close_session(token):

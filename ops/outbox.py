@@ -7,9 +7,18 @@ Adding and removing are audited in the same transaction. A removed
 destination stays as an inactive row; the publisher drops its unfinished
 deliveries, and receives nothing more.
 
-An event is published (`published_at`) when every delivery it has is
-delivered: `publish_complete` decides that with the event rows locked, so
-two destinations finishing the same event at once cannot both miss it.
+A URL whose host is a loopback, private, link-local, multicast or otherwise
+non-public address (in any of its spellings: `2130706433` is 127.0.0.1), or
+`localhost`, is refused unless APP_OUTBOX_ALLOW_PRIVATE_DESTINATIONS is set.
+A name is checked on the addresses it resolves to as each connection opens
+(integrations/webhooks.py), which also catches a name that turns inward later.
+
+An event is published (`published_at`: finished) when every delivery it has
+has ended — delivered, or dead after 24 h; a removed destination's unfinished
+deliveries are deleted — so the pending gauge counts only events still on
+their way, and retention applies to the rest. `publish_complete` decides
+that with the event rows locked, so two destinations finishing the same
+event at once cannot both miss it.
 """
 
 import base64
@@ -17,10 +26,12 @@ import binascii
 import json
 import os
 import re
+import socket
 from urllib.parse import urlsplit
 
 from peewee import SQL, fn
 
+from integrations.webhooks import refused_address
 from models.base import db, utcnow
 from models.ops import OutboxDelivery, OutboxDestination
 from models.transactions import execute_all, is_postgres
@@ -42,6 +53,9 @@ COUNTED = (PENDING, RETRYING, DEAD)
 INVALID_URL = "invalid_url"
 INVALID_TOPICS = "invalid_topics"
 INVALID_SECRET = "invalid_secret"
+PRIVATE_DESTINATION = "private_destination"
+
+_private_allowed = None
 
 
 class DestinationRejected(ValueError):
@@ -75,6 +89,21 @@ def check_secret(secret):
     return secret
 
 
+def allow_private_destinations(allowed):
+    """Whether this process adds and sends to non-public destinations (None: as the setting says)."""
+    global _private_allowed
+    _private_allowed = allowed
+
+
+def private_destinations_allowed():
+    global _private_allowed
+    if _private_allowed is None:
+        from config.settings import load_settings
+
+        _private_allowed = load_settings().outbox_allow_private_destinations
+    return _private_allowed
+
+
 def check_url(url):
     parts = urlsplit(url) if isinstance(url, str) else None
     if (
@@ -86,7 +115,25 @@ def check_url(url):
         or " " in url
     ):
         raise DestinationRejected(INVALID_URL, f"the URL must be http:// or https:// with a host, at most {URL_MAX}")
+    refusal = None if private_destinations_allowed() else _refused_host(parts.hostname.split("%", 1)[0].rstrip("."))
+    if refusal:
+        raise DestinationRejected(
+            PRIVATE_DESTINATION,
+            f"the URL's host is not a public address ({refusal}): events go only to public addresses"
+            " (APP_OUTBOX_ALLOW_PRIVATE_DESTINATIONS=true allows receivers on your own network)",
+        )
     return url
+
+
+def _refused_host(host):
+    """Why a URL's host is refused as it is written, or None (a name's addresses are checked as it is connected to)."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return "loopback"
+    try:
+        found = socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)
+    except (socket.gaierror, UnicodeError):
+        return None
+    return next(filter(None, (refused_address(sockaddr[0]) for *_, sockaddr in found)), None)
 
 
 def parse_topics(value):
@@ -196,7 +243,7 @@ def delivery_counts():
 
 
 def publish_complete(event_ids, now):
-    """Set `published_at` on those of the events whose every delivery is delivered.
+    """Set `published_at` on those of the events whose every delivery has ended (delivered or dead).
 
     Call inside the transaction that changed their deliveries, after the
     change: the event rows are locked first (in id order), and the check is
@@ -221,7 +268,7 @@ def publish_complete(event_ids, now):
             (
                 f"UPDATE outbox_events SET published_at = %s WHERE id IN ({marks}) AND published_at IS NULL"
                 " AND NOT EXISTS (SELECT 1 FROM outbox_deliveries d"
-                " WHERE d.event_id = outbox_events.id AND d.status <> 'delivered')",
+                " WHERE d.event_id = outbox_events.id AND d.status IN ('pending', 'retrying'))",
                 [now, *ids],
             ),
         ]

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from config.database import transaction_with_lock_timeout
 from models.base import db, utcnow
+from models.bot import UPDATE_REPEAT_WINDOW
 from ops.attachments import BadDigest, path_for
 
 logger = logging.getLogger("omniflow.retention")
@@ -40,7 +41,6 @@ logger = logging.getLogger("omniflow.retention")
 BATCH = 5000
 LOCK_TIMEOUT_S = 5
 ATTACHMENTS = "support_attachments"
-BOT_UPDATES_KEPT = datetime.timedelta(days=7)
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,10 @@ STEPS = (
     Step("telemetry_events", "received_at", "retention_telemetry_days"),
     Step("entitlement_drifts", "resolved_at", "retention_drift_days", disposable_if="status <> 'open'"),
     # Not in SPEC 7's list: an applied update's id only matters while Telegram may
-    # deliver that update again, which it does for at most a day.
-    Step("bot_updates", "applied_at", keep=BOT_UPDATES_KEPT, key="update_id"),
+    # deliver that update again; past the window the bot takes the id for a new update.
+    Step("bot_updates", "applied_at", keep=UPDATE_REPEAT_WINDOW, key="update_id"),
+    # Not in SPEC 7's list either: a session past its end (idle or absolute) can never be used again.
+    Step("operator_sessions", "expires_at", key="token_hash"),
 )
 DISPOSABLE_TABLES = frozenset(step.table for step in STEPS)
 

@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from devtools import sample_payment, stack
+from fakes.remnawave import DEV_TOKEN as DEV_PANEL_TOKEN
 from fakes.telegram import DEV_TOKEN
 from tests.support.processes import wait_for
 
@@ -94,8 +95,8 @@ def sample_order(path):
 
 
 class DevStack:
-    def __init__(self, checkout, web_port, telegram_port, log):
-        self.checkout, self.web_port, self.log = checkout, web_port, log
+    def __init__(self, checkout, web_port, telegram_port, log, env):
+        self.checkout, self.web_port, self.log, self.env = checkout, web_port, log, env
         self.chat = f"http://127.0.0.1:{telegram_port}"
         self.database = checkout / "var" / "omniflow.sqlite3"  # the one default file
         self.base = f"http://127.0.0.1:{web_port}"
@@ -117,21 +118,23 @@ def dev_stack(tmp_path_factory):
     web_port, panel_port, telegram_port = free_port(), free_port(), free_port()
     log_path = checkout / "dev.log"
     log = open(log_path, "w")
+    env = newcomer_environment(
+        PORT=str(web_port),
+        APP_FAKE_PANEL_PORT=str(panel_port),
+        APP_FAKE_TELEGRAM_PORT=str(telegram_port),
+        APP_FAKE_YOOKASSA_PORT=str(free_port()),
+        APP_FAKE_CRYPTOBOT_PORT=str(free_port()),
+    )
     process = subprocess.Popen(
         ["bash", "scripts/dev.sh"],
         cwd=checkout,
-        env=newcomer_environment(
-            PORT=str(web_port),
-            APP_FAKE_PANEL_PORT=str(panel_port),
-            APP_FAKE_TELEGRAM_PORT=str(telegram_port),
-            APP_FAKE_YOOKASSA_PORT=str(free_port()),
-            APP_FAKE_CRYPTOBOT_PORT=str(free_port()),
-        ),
+        env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    running = DevStack(checkout, web_port, telegram_port, log_path)
+    running = DevStack(checkout, web_port, telegram_port, log_path, env)
+    running.pid = process.pid
     try:
         wait_for(
             lambda: statuses(running.database).get("succeeded", 0) >= stack.PAID_ORDERS,
@@ -221,6 +224,46 @@ def test_the_sample_data_fills_the_back_office_with_revenue_per_currency_and_a_w
     assert support.status_code == 200 and support.text.count("<tr data-ticket=") == 1  # the first customer's question
 
 
+def test_starting_the_dev_stack_twice_says_so_in_one_line_and_starts_nothing(dev_stack):
+    jobs_before = rows(dev_stack.database, "SELECT COUNT(*) FROM jobs")
+    again = subprocess.run(
+        ["bash", "scripts/dev.sh"],
+        cwd=dev_stack.checkout,
+        env=dev_stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.returncode != 0 and again.stdout == ""
+    assert again.stderr.splitlines() == [
+        f"dev: a dev stack is already running on :{dev_stack.web_port} (pid {dev_stack.pid});"
+        f" stop it first (Ctrl-C in its shell, or kill {dev_stack.pid})"
+    ]
+    assert rows(dev_stack.database, "SELECT COUNT(*) FROM jobs") == jobs_before  # no second dev-seed
+    assert requests.get(dev_stack.base + "/healthz", timeout=5).status_code == 200  # the first stack runs on
+
+
+def test_the_dev_stack_does_not_start_on_a_port_another_program_holds(tmp_path):
+    checkout = fresh_checkout(tmp_path / "checkout")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        refused = subprocess.run(
+            ["bash", "scripts/dev.sh"],
+            cwd=checkout,
+            env=newcomer_environment(PORT=str(port)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert refused.returncode != 0 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"dev: port {port} is already in use by another program; stop it or choose other ports (PORT, APP_FAKE_*_PORT)"
+    ]
+    assert not (checkout / "var").exists()  # nothing seeded, nothing started
+
+
 def no_first_attempt_failed(database, log):
     succeeded = rows(
         database, "SELECT attempt_count FROM fulfillment_operations WHERE status = 'succeeded' AND operation = 'create'"
@@ -234,14 +277,14 @@ def no_first_attempt_failed(database, log):
 def test_the_sample_yookassa_payment_settles_through_the_fakes_webhook_and_the_renewal_from_the_wallet(dev_stack):
     settled = rows(
         dev_stack.database,
-        "SELECT e.provider, e.signature_ok, e.outcome, o.status, o.settled_by, s.remote_user_id"
+        "SELECT e.provider, e.verdict, e.outcome, o.status, o.settled_by, s.remote_user_id"
         " FROM provider_webhook_events e JOIN payment_intents i ON i.id = e.payment_intent_id"
         " JOIN orders o ON o.id = i.order_id JOIN subscriptions s ON s.id = o.subscription_id"
         " WHERE e.outcome = 'settled'",
     )
     assert len(settled) == 1
-    provider, signature_ok, outcome, status, settled_by, remote_user = settled[0]
-    assert (provider, signature_ok, status, settled_by) == ("yookassa", 1, "fulfilled", "provider_webhook")
+    provider, verdict, outcome, status, settled_by, remote_user = settled[0]
+    assert (provider, verdict, status, settled_by) == ("yookassa", "confirmed", "fulfilled", "provider_webhook")
     assert remote_user is not None  # the worker made its user on the fake panel
     wait_for(lambda: "the webhook settled order" in dev_stack.log.read_text(), timeout=10, message="the log")
     assert "the fake YooKassa completed payment" in dev_stack.log.read_text()
@@ -263,7 +306,7 @@ def test_the_worker_starts_only_once_a_panel_slow_to_come_up_answers(tmp_path):
 
     database = tmp_path / "dev.sqlite3"
     web_port, late_port, telegram_port = free_port(), free_port(), free_port()
-    token = "omniflow-fake-remnawave-dev-token"
+    token = DEV_PANEL_TOKEN
     env = newcomer_environment(
         PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         DATABASE_URL=f"sqlite:///{database}",

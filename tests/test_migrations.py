@@ -1,6 +1,7 @@
 """SPEC 0.5: migrations are versioned, idempotent and agree with the models."""
 
 from peewee import Model, TextField
+from psycopg2.extensions import TRANSACTION_STATUS_IDLE
 
 import migrations
 from models import ALL_MODELS
@@ -113,8 +114,72 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0023_channel_members",
         "0025_gift_code_delivery",
         "0026_late_payment_polls",
+        "0029_worker_declared_work",
+        "0032_webhook_verdicts",
+        "0033_operators_write",
+        "0034_finished_outbox_events",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything
     assert migrations.apply(database) == []
     database.close()
+
+
+INDEX = "payment_intents_pending_created"
+
+
+def index_valid(database):
+    return database.execute_sql(
+        "SELECT (SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s))", (INDEX,)
+    ).fetchone()[0]
+
+
+def rerun_0026(database, monkeypatch):
+    """Apply 0026 again through the runner; returns (statement, ran outside a transaction) of what it sent."""
+    sent = []
+    execute_sql = database.execute_sql
+
+    def watched(sql, params=None, *args, **kwargs):
+        # BEGIN waits to go out with the transaction's first statement (config/database.py): ask both sides.
+        idle = (
+            not database.in_transaction() and database.connection().get_transaction_status() == TRANSACTION_STATUS_IDLE
+        )
+        sent.append((sql, idle))
+        return execute_sql(sql, params, *args, **kwargs)
+
+    history = migrations.runner(database).History
+    history.delete().where(history.name == "0026_late_payment_polls").execute()
+    monkeypatch.setattr(database, "execute_sql", watched)
+    try:
+        assert migrations.apply(database) == ["0026_late_payment_polls"]
+    finally:
+        monkeypatch.undo()
+    return [(sql, idle) for sql, idle in sent if INDEX in sql and not sql.startswith("SELECT")]
+
+
+def test_an_index_on_a_growing_table_is_built_concurrently_outside_a_transaction_on_postgresql(
+    pg_database, monkeypatch
+):
+    pg_database.execute_sql(f"DROP INDEX {INDEX}")
+    built = rerun_0026(pg_database, monkeypatch)
+    assert built == [
+        (
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {INDEX} ON payment_intents (created_at) WHERE status = 'pending'",
+            True,
+        )
+    ]
+    assert index_valid(pg_database) is True
+
+
+def test_an_interrupted_concurrent_build_is_dropped_and_built_again(pg_database, monkeypatch):
+    # What a build killed halfway leaves: the index, marked invalid (PostgreSQL neither uses nor maintains it).
+    pg_database.execute_sql(f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{INDEX}'::regclass")
+    assert index_valid(pg_database) is False
+    built = rerun_0026(pg_database, monkeypatch)
+    assert [(sql.split(INDEX)[0], idle) for sql, idle in built] == [
+        ("DROP INDEX CONCURRENTLY IF EXISTS ", True),
+        ("CREATE INDEX CONCURRENTLY IF NOT EXISTS ", True),
+    ]
+    assert index_valid(pg_database) is True
+    assert rerun_0026(pg_database, monkeypatch)[0][0].startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS")
+    assert index_valid(pg_database) is True

@@ -1,6 +1,7 @@
 """What every JSON route shares: timestamps, JSON answers and bodies, the operator token,
 and the 503 of a process whose database is unreachable or not migrated."""
 
+import base64
 import hmac
 import json
 import logging
@@ -16,6 +17,7 @@ from web.problems import Problem
 logger = logging.getLogger("omniflow.web")
 
 MAX_BODY_BYTES = 64 * 1024
+JSON_MEDIA_TYPE = "application/json"
 
 
 def iso(value):
@@ -42,7 +44,18 @@ def json_answer(status, body):
 
 
 def json_body():
-    """The request's JSON object, or a 400 invalid_body (a 413 body_too_large over MAX_BODY_BYTES)."""
+    """The request's JSON object, or a 400 invalid_body (a 413 body_too_large over MAX_BODY_BYTES).
+
+    A body sent as anything but application/json is a 415 before it is read: a
+    page of another site can send a form (text/plain, urlencoded) without asking
+    the browser's permission, but not a JSON request."""
+    media_type = bottle.request.content_type.partition(";")[0].strip().lower()
+    if media_type != JSON_MEDIA_TYPE:
+        raise Problem(
+            415,
+            problems.UNSUPPORTED_MEDIA_TYPE,
+            f"the body must be sent as Content-Type: {JSON_MEDIA_TYPE} (got {media_type[:60] or 'none'})",
+        )
     raw = bottle.request.body.read(MAX_BODY_BYTES + 1)
     if len(raw) > MAX_BODY_BYTES:
         raise Problem(413, problems.BODY_TOO_LARGE, f"a request body is at most {MAX_BODY_BYTES} bytes")
@@ -55,16 +68,17 @@ def json_body():
     return body
 
 
-def bearer_refusal(operator_token):
-    """None when the request carries the operator token (compared in constant
-    time), else the 401 answer. Without a configured token nothing is accepted."""
+def bearer_refusal(operator_token, name="operator"):
+    """None when the request carries the operator token (or the `name`d token given in its
+    place; compared in constant time), else the 401 answer. Without a configured token
+    nothing is accepted."""
     scheme, _, credentials = bottle.request.get_header("Authorization", "").partition(" ")
     # RFC 7235: the scheme is case-insensitive, and spaces may separate it from the token.
     given = credentials.lstrip(" ") if scheme.lower() == "bearer" else ""
     if operator_token and hmac.compare_digest(given.encode(), operator_token.encode()):
         return None
     bottle.response.set_header("WWW-Authenticate", "Bearer")
-    return problems.problem(401, problems.UNAUTHORIZED, "a valid operator bearer token is required")
+    return problems.problem(401, problems.UNAUTHORIZED, f"a valid {name} bearer token is required")
 
 
 def client_address():
@@ -85,9 +99,29 @@ def limit_param(raw, default, maximum):
 
 def id_param(raw, code, what):
     """A positive row id from the path or query, else a 400 with `code`."""
-    if not plain_digits(raw) or len(raw) > 18 or int(raw) == 0:
+    row_id = parsed_id(raw)
+    if row_id is None:
         raise Problem(400, code, f"{what} is a positive whole number")
+    return row_id
+
+
+def parsed_id(raw):
+    """A positive row id of at most 18 digits (below BIGINT's limit, so no query overflows), or None."""
+    if not isinstance(raw, str) or not plain_digits(raw) or len(raw) > 18 or int(raw) == 0:
+        return None
     return int(raw)
+
+
+def cursor_text(raw):
+    """The text inside a cursor this API returned (unpadded URL-safe base64), or a 400 invalid_cursor."""
+    try:
+        return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise bad_cursor() from None
+
+
+def bad_cursor():
+    return Problem(400, problems.INVALID_CURSOR, "cursor must be one this API returned")
 
 
 def plain_digits(raw):

@@ -10,6 +10,7 @@ GET  /v1/panel/customers/{c}                                  a customer and the
 GET  /v1/panel/customers/{c}/orders|payments|wallet           (payments.read), keyset pages
 GET  /v1/panel/subscriptions/{s}                              periods and operations (subscriptions.read)
 POST /v1/panel/customers/{c}/subscriptions/{s}/pause|resume   (subscriptions.write, X-Operator-Reason)
+POST /v1/panel/customers/{c}/subscriptions/{s}/reprovision    a failed one provisioned again (the same)
 GET  /v1/panel/orders/{o}, /v1/panel/payments/{p}             (payments.read)
 POST /v1/panel/orders/{o}/refund {amountMinor?, to?}          in full or in part, back where it was paid or to
                                                               the wallet (payments.write, X-Operator-Reason)
@@ -32,6 +33,7 @@ from peewee import fn
 
 from commerce import ledger, phase
 from commerce.customer_search import SearchRejected, find_customers
+from commerce.customers import shown_name
 from commerce.ledger import history
 from commerce.refunds import DESTINATIONS as REFUND_DESTINATIONS
 from commerce.refunds import refund_order, refunds_of
@@ -51,12 +53,13 @@ from models.transactions import locked
 from ops import maintenance, operators
 from ops.records import record_audit
 from web import local_time, panel, problems
-from web.answers import id_param, iso, json_answer, json_body, limit_param
+from web.answers import bad_cursor, cursor_text, id_param, iso, json_answer, json_body, limit_param
 from web.problems import Problem
 
 DEFAULT_PAGE = 25
 MAX_PAGE = 200
 SUBSCRIPTION_OPERATIONS = 100
+WITHOUT_ACCESS_LISTED = 20  # Home links this many of the paid subscriptions without access
 TEXT_ID_MAX = 64
 # What a refund's audit event is filed under.
 PAYMENTS_CATEGORY = "payments"
@@ -83,7 +86,7 @@ def money_json(amounts):
 def customer_json(customer):
     return {
         "id": customer.id,
-        "displayName": customer.display_name,
+        "displayName": shown_name(customer.display_name),
         "telegramId": customer.telegram_id,
         "telegramUsername": customer.telegram_username,
         "languageCode": customer.language_code,
@@ -190,6 +193,7 @@ def delivery_json(event):
         "providerEventId": event.provider_event_id,
         "receivedAt": iso(event.received_at),
         "signatureOk": bool(event.signature_ok),
+        "verdict": event.verdict,
         "processedAt": iso(event.processed_at),
         "outcome": event.outcome,
     }
@@ -251,7 +255,12 @@ def overview(operator, now=None):
             "newToday": new.where(Customer.created_at >= today).count(),
             "newThisMonth": new.where(Customer.created_at >= month).count(),
         }
-        body["subscriptions"] = {"active": active_subscriptions(now)}
+        without_access = paid_without_access(now)
+        body["subscriptions"] = {
+            "active": active_subscriptions(now),
+            "withoutAccess": len(without_access),
+            "withoutAccessIds": without_access[:WITHOUT_ACCESS_LISTED],
+        }
     if operators.SYSTEM_READ in allowed:
         body["operations"] = failing_operations()
         body["queue"] = queue_health()
@@ -271,6 +280,28 @@ def active_subscriptions(now):
         )
         .scalar()
     )
+
+
+def paid_without_access(now):
+    """Ids of the subscriptions in phase `failed`: paid for, and no access until an operator acts. Cancelling
+    the failed operation leaves them here; a re-provision (then they are provisioning) or a refund takes
+    them off.
+    The candidates are few — periods never provisioned whose create ended, and periods the panel reported
+    in a status Omniflow does not know — and their phase decides."""
+    never_provisioned = FulfillmentOperation.select(FulfillmentOperation.entitlement).where(
+        FulfillmentOperation.operation == "create", FulfillmentOperation.status.in_(phase.ENDED_WITHOUT_PROVISIONING)
+    )
+    candidates = [
+        row.subscription_id
+        for row in Entitlement.select(Entitlement.subscription)
+        .where(
+            ((Entitlement.status == "pending") & Entitlement.id.in_(never_provisioned))
+            | (Entitlement.status == "failed")
+        )
+        .distinct()
+    ]
+    standings = phase.standings(candidates, now)
+    return sorted(s for s, standing in standings.items() if standing.phase == phase.FAILED)
 
 
 def failing_operations():
@@ -344,13 +375,13 @@ def encode_position(created_at, key):
 
 def decode_position(raw):
     """(created_at, id) of a newest-first page's last row, from a cursor this API returned."""
+    at, _, key = cursor_text(raw).partition("|")
     try:
-        at, _, key = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode().partition("|")
         created_at = datetime.datetime.fromisoformat(at.removeprefix("at:")) if at.startswith("at:") else None
-    except (ValueError, UnicodeDecodeError):
+    except ValueError:
         created_at = None
     if created_at is None or created_at.tzinfo is not None or not key or len(key) > TEXT_ID_MAX:
-        raise Problem(400, problems.INVALID_CURSOR, "cursor must be one this API returned")
+        raise bad_cursor()
     return created_at, key
 
 
@@ -482,6 +513,7 @@ def deliveries_of(intent):
             ProviderWebhookEvent.provider_event_id,
             ProviderWebhookEvent.received_at,
             ProviderWebhookEvent.signature_ok,
+            ProviderWebhookEvent.verdict,
             ProviderWebhookEvent.processed_at,
             ProviderWebhookEvent.outcome,
         )
@@ -618,7 +650,7 @@ def build():
             },
         )
 
-    def pause_or_resume(change):
+    def subscription_change(change):
         def route(operator, customer_id, subscription_id):
             reason = panel.operator_reason()
             request_id = panel.change_request_id(json_body())
@@ -641,9 +673,9 @@ def build():
 
         return route
 
-    for action, change in (("pause", changes.pause), ("resume", changes.resume)):
+    for action, change in (("pause", changes.pause), ("resume", changes.resume), ("reprovision", changes.reprovision)):
         app.post(f"/v1/panel/customers/<customer_id>/subscriptions/<subscription_id>/{action}")(
-            signed_in(operators.SUBSCRIPTIONS_WRITE)(pause_or_resume(change))
+            signed_in(operators.SUBSCRIPTIONS_WRITE)(subscription_change(change))
         )
 
     @app.get("/v1/panel/orders/<order_id>")

@@ -15,6 +15,7 @@ import uuid
 
 import bottle
 
+from commerce import phase
 from commerce.customer_search import INVALID_SEARCH
 from commerce.refunds import REFUNDABLE_STATES, refundable, refunds_of
 from integrations.payments.amounts import AmountError, exponent, to_decimal_text
@@ -167,6 +168,7 @@ def build():
             operations=operations,
             grace_end=backoffice.grace_end,
             can_change=_can(operator, operators.SUBSCRIPTIONS_WRITE) and found.remote_user_id is not None,
+            can_reprovision=_can(operator, operators.SUBSCRIPTIONS_WRITE) and standing.phase == phase.FAILED,
             request_id=str(uuid.uuid4()),  # one per page view: a double submit queues one change
         )
 

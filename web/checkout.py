@@ -13,8 +13,9 @@ malformed request, 404 for an unknown customer, plan, add-on or
 subscription, 409 when the order or the subscription cannot take it, 422
 for what the shop does not sell this way (a blocked customer, a plan not
 priced in the currency, a provider not configured, a wallet that cannot
-cover it), 502 when the provider refused or did not answer, and 503
-`maintenance_active` while maintenance is on.
+cover it, a top-up above APP_TOPUP_MAX_MINOR, an amount above what the
+provider takes in one payment), 502 when the provider refused or did not
+answer, and 503 `maintenance_active` while maintenance is on.
 """
 
 import bottle
@@ -58,7 +59,7 @@ RETURN_PAGE = (
 )
 
 
-def build(operator_token, providers, public_url):
+def build(operator_token, providers, public_url, topup_max=None):
     app = bottle.Bottle()
     problems.install(app)
 
@@ -67,7 +68,7 @@ def build(operator_token, providers, public_url):
         refusal = bearer_refusal(operator_token)
         if refusal is not None:
             return refusal
-        return answered(_checkout, providers, public_url)
+        return answered(_checkout, providers, public_url, topup_max)
 
     @app.get(checkout.RETURN_PATH)
     def payer_returns():
@@ -83,7 +84,7 @@ def status_of(code):
     return STATUS_OF.get(code, 422)
 
 
-def _checkout(providers, public_url):
+def _checkout(providers, public_url, topup_max):
     request = _request(json_body())
     require_schema(problems.DATABASE_UNAVAILABLE, "the database")
     try:
@@ -100,6 +101,7 @@ def _checkout(providers, public_url):
             amount_minor=request.get("amountMinor"),
             offer_id=request.get("offerId"),
             key=f"checkout:{request['customerId']}:{request['requestId']}",
+            topup_max=topup_max,
         )
     except checkout.CheckoutRejected as rejected:
         raise Problem(status_of(rejected.code), rejected.code, str(rejected)) from None

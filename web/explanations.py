@@ -35,7 +35,8 @@ CATALOGUE = {
     ),
     rules.INVALID_DESIRED_STATE: Explanation(
         "What this operation should push to the panel cannot be read; retrying cannot fix it.",
-        "Cancel this operation and make the change again from the subscription's page.",
+        "Cancel this operation and make the change again from the subscription's page; for a create, that "
+        "page's Re-provision queues a new one from the period's entitlement.",
     ),
     rules.MAINTENANCE_ACTIVE: Explanation(
         "Maintenance mode is on, so fulfillment is held; no attempt is spent while it waits.",
@@ -85,6 +86,11 @@ CATALOGUE = {
     payments.BAD_SIGNATURE: Explanation(
         "The delivery's signature did not verify: it did not come from the provider with this shop's key.",
         "Nothing was settled. If real payments arrive like this, check APP_CRYPTOBOT_TOKEN against the provider.",
+    ),
+    "webhook_address_refused": Explanation(
+        "The delivery came from an address YooKassa does not send notifications from.",
+        "Nothing was settled. If genuine notifications arrive like this, set APP_TRUSTED_PROXY (behind a reverse"
+        " proxy), or APP_YOOKASSA_WEBHOOK_ADDRESSES if YooKassa has published new addresses.",
     ),
     payments.MALFORMED_WEBHOOK: Explanation(
         "The delivery is not in the provider's documented shape.",

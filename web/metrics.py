@@ -1,4 +1,8 @@
-"""GET /metrics (SPEC 11), in Prometheus' text format, over the operator bearer token.
+"""GET /metrics (SPEC 11), in Prometheus' text format, over the metrics bearer token.
+
+The token is APP_METRICS_TOKEN, read-only and nothing else: the operator token,
+which also takes payments and changes jobs, does not open it, so a scraper's
+configuration never holds a credential worth more than the numbers.
 
 Several worker processes and web replicas run at once, so each series comes
 from the one place where it is whole:
@@ -9,7 +13,8 @@ from the one place where it is whole:
   any web replica (each answers the same totals; scrape one, or take max);
 - what only a worker process knows — `omniflow_jobs_total{kind,outcome}`,
   `omniflow_job_duration_seconds{kind}` — is served by each worker process
-  on its own port (`APP_WORKER_METRICS_PORT`), and Prometheus sums over
+  on its own port (`APP_WORKER_METRICS_PORT`, on 127.0.0.1 unless
+  `APP_WORKER_METRICS_ADDRESS` says otherwise), and Prometheus sums over
   the processes. prometheus_client's multiprocess mode would need one
   shared directory for all processes, which replicas on different
   machines do not have.
@@ -46,7 +51,7 @@ class DatabaseCollector:
         yield GaugeMetricFamily("omniflow_outbox_pending_events", "Outbox events not yet published.", value=pending)
 
 
-def build(operator_token):
+def build(metrics_token):
     app = bottle.Bottle()
     problems.install(app)
     registry = CollectorRegistry(auto_describe=False)
@@ -54,7 +59,7 @@ def build(operator_token):
 
     @app.get("/metrics")
     def metrics():
-        refusal = bearer_refusal(operator_token)
+        refusal = bearer_refusal(metrics_token, "metrics")
         if refusal is not None:
             return refusal
         try:

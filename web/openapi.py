@@ -17,7 +17,7 @@ from models.campaigns import CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUS
 from models.catalogue import GIFT_CARD_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
-from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES
+from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES, WEBHOOK_VERDICTS
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
@@ -253,7 +253,9 @@ DELIVERY = _object(
         "id": INTEGER,
         "providerEventId": NULLABLE_STRING,
         "receivedAt": TIME,
-        "signatureOk": BOOLEAN,
+        "signatureOk": BOOLEAN,  # a signature verified; never true for YooKassa, which signs nothing
+        # what was checked: the signature, or what the API said of an unsigned notification; null: nothing yet
+        "verdict": {"type": ["string", "null"], "enum": [*WEBHOOK_VERDICTS, None]},
         "processedAt": TIME,
         "outcome": NULLABLE_STRING,
     }
@@ -285,7 +287,18 @@ OVERVIEW = _object(
         "date": {"type": "string", "format": "date", "description": "today in the operator's time zone"},
         "revenue": _nullable(_object({"today": MONEY, "month": MONEY})),
         "customers": _nullable(_object({"newToday": INTEGER, "newThisMonth": INTEGER})),
-        "subscriptions": _nullable(_object({"active": INTEGER})),
+        "subscriptions": _nullable(
+            _object(
+                {
+                    "active": INTEGER,
+                    "withoutAccess": {
+                        **INTEGER,
+                        "description": "subscriptions in phase failed: paid, no access until an operator acts",
+                    },
+                    "withoutAccessIds": {"type": "array", "items": STRING, "description": "the first 20 of them"},
+                }
+            )
+        ),
         "operations": _nullable(_object({"failed": INTEGER, "retrying": INTEGER})),
         "queue": _nullable(
             _object(
@@ -641,11 +654,18 @@ def document():
     paths.update(_commerce_paths())
     paths.update(_campaign_paths())
     paths.update(_support_paths())
+    paths.update(_operator_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
+    not_json = _error("the body is not sent as `Content-Type: application/json` (`unsupported_media_type`)")
+    cross_origin = _error("a change from another site's page in the browser (`cross_origin_refused`), or …")
     for path, item in paths.items():
-        if path.startswith("/v1/panel/"):
-            for operation in item.values():
+        for method, operation in item.items():
+            if path.startswith("/v1/panel/"):
                 operation["responses"].setdefault("503", unavailable)
+                if method != "get":
+                    operation["responses"].setdefault("403", cross_origin)
+            if "requestBody" in operation and not path.startswith("/v1/webhooks/"):
+                operation["responses"]["415"] = not_json
     paths["/v1/openapi.json"] = {"get": {"summary": "This description", "responses": {"200": _ok({"type": "object"})}}}
     return {
         "openapi": "3.1.0",
@@ -900,13 +920,19 @@ def _back_office_paths():
             }
         },
     }
-    for action, summary in (
-        ("pause", "Pause: the clock stops and the panel's user is disabled (SPEC 2.25)"),
-        ("resume", "Resume: the paused time is given back and the user enabled once the panel has it"),
+    for action, audited, summary in (
+        ("pause", "paused", "Pause: the clock stops and the panel's user is disabled (SPEC 2.25)"),
+        ("resume", "resumed", "Resume: the paused time is given back and the user enabled once the panel has it"),
+        (
+            "reprovision",
+            "reprovisioned",
+            "Re-provision a subscription in phase failed (paid, no access): a new create from its entitlement"
+            " when that period never reached the panel, else a reconcile",
+        ),
     ):
         paths[f"/v1/panel/customers/{{customerID}}/subscriptions/{{subscriptionID}}/{action}"] = {
             "post": {
-                "summary": f"{summary} (subscriptions.write, audited `panel.subscription.{action}d`)",
+                "summary": f"{summary} (subscriptions.write, audited `panel.subscription.{audited}`)",
                 "security": SESSION,
                 "parameters": [customer, _text_id("subscriptionID"), REASON],
                 "requestBody": {
@@ -933,7 +959,10 @@ def _back_office_paths():
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such subscription for this customer (`subscription_not_found`)"),
-                    "409": _error("`already_paused`, `not_paused`, or never provisioned (`not_provisioned`)"),
+                    "409": _error(
+                        "`already_paused`, `not_paused`, never provisioned (`not_provisioned`), or, for reprovision,"
+                        " not in phase failed (`not_failed`)"
+                    ),
                 },
             }
         }
@@ -996,14 +1025,18 @@ CRYPTOBOT_UPDATE = {
 
 def _commerce_paths():
     webhook_errors = {
-        "400": _error("not this provider's documented notification (`malformed_webhook`); the delivery is kept"),
-        "401": _error("a bad signature (`bad_signature`); the delivery is kept, nothing is applied"),
+        "400": _error("not this provider's documented notification (`malformed_webhook`); kept for audit"),
+        "401": _error("a bad signature (`bad_signature`); kept for audit, nothing is applied"),
         "404": _error("this provider is not configured here (`provider_not_configured`); nothing is kept"),
         "413": _error("a body over 64 KiB (`body_too_large`); nothing is kept"),
+        "429": _error(
+            "more than APP_WEBHOOK_RATE_LIMIT requests a minute from this address (`too_many_requests`): deliver"
+            " again after Retry-After; nothing is kept"
+        ),
         "503": _error("the database is unreachable (`database_unavailable`): deliver again. Never for maintenance."),
     }
 
-    def webhook(summary, schema, parameters=()):
+    def webhook(summary, schema, parameters=(), errors=None):
         return {
             "post": {
                 "summary": summary,
@@ -1016,6 +1049,7 @@ def _commerce_paths():
                         " (YooKassa) and applies it",
                     ),
                     **webhook_errors,
+                    **(errors or {}),
                 },
             }
         }
@@ -1053,6 +1087,12 @@ def _commerce_paths():
             "YooKassa notifications (a payment's, and `refund.succeeded`); each is confirmed by fetching the"
             " payment or the refund from YooKassa's API",
             YOOKASSA_NOTIFICATION,
+            errors={
+                "403": _error(
+                    "not from an address YooKassa notifies from (APP_YOOKASSA_WEBHOOK_ADDRESSES,"
+                    " `webhook_address_refused`); the delivery is kept for audit, nothing is applied"
+                )
+            },
         ),
         "/v1/webhooks/cryptobot": webhook(
             "Crypto Pay (CryptoBot) updates, signed", CRYPTOBOT_UPDATE, parameters=[signature]
@@ -1159,7 +1199,7 @@ def _support_paths():
                 "summary": "Reply to a ticket; the bot pushes it to the customer's chat (support.write, audited"
                 " `support.replied`)",
                 "security": SESSION,
-                "parameters": [_id_parameter("ticketID"), REASON],
+                "parameters": [_id_parameter("ticketID"), {**REASON, "required": False}],
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -1172,7 +1212,7 @@ def _support_paths():
                 },
                 "responses": {
                     "201": _ok(_object({"message": SUPPORT_MESSAGE}), "Queued for the bot"),
-                    "400": _error("`invalid_support_text`, `invalid_ticket_id`, `reason_required`, `invalid_body`"),
+                    "400": _error("`invalid_support_text`, `invalid_ticket_id`, `reason_too_long`, `invalid_body`"),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such ticket (`ticket_not_found`)"),
@@ -1180,6 +1220,53 @@ def _support_paths():
                 },
             }
         },
+    }
+
+
+OPERATOR = _object(
+    {
+        "id": INTEGER,
+        "username": STRING,
+        "permissions": _array(STRING),
+        "createdAt": TIME,
+        "disabledAt": TIME,
+        "liveSessions": INTEGER,
+    }
+)
+
+
+def _operator_paths():
+    def change(summary, body=None):
+        post = {
+            "summary": summary + " (operators.write, audited with the reason)",
+            "security": SESSION,
+            "parameters": [_id_parameter("operatorID"), REASON],
+            "responses": {
+                "200": _ok(_object({"operator": OPERATOR})),
+                "400": _error("`invalid_operator_id`, `reason_required`, `reason_too_long`, `invalid_body`"
+                              + (", `weak_password`" if body else "")),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": _error("no such operator (`operator_not_found`)"),
+                "409": _error("already so (`state_conflict`)"),
+            },
+        }  # fmt: skip
+        if body:
+            post["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+        return {"post": post}
+
+    return {
+        "/v1/panel/operators": _get(
+            "Every operator, with permissions, whether disabled and live sessions (operators.write)",
+            _object({"operators": _array(OPERATOR)}),
+        ),
+        "/v1/panel/operators/{operatorID}/disable": change("Disable an operator: no sign-in, sessions end now"),
+        "/v1/panel/operators/{operatorID}/enable": change("Let a disabled operator sign in again"),
+        "/v1/panel/operators/{operatorID}/revoke-sessions": change("End every session of an operator now"),
+        "/v1/panel/operators/{operatorID}/password": change(
+            "Set an operator's password; their sessions end",
+            _object({"password": {"type": "string", "minLength": 12, "maxLength": 1024}}),
+        ),
     }
 
 

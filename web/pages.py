@@ -39,7 +39,7 @@ from models.fulfillment import (
 )
 from models.ops import MaintenanceState, OutboxEvent
 from ops import maintenance, operators, outbox
-from web import local_time, panel, problems
+from web import guards, local_time, panel, problems
 from web.answers import plain_digits
 from web.explanations import explained
 from web.problems import Problem
@@ -50,6 +50,8 @@ CHART_MINUTES = 60
 CHART_WIDTH, CHART_HEIGHT = 720, 120
 DEAD_LETTER_ROWS = 50
 OUTBOX_ROWS = 500
+DRIFT_ROWS = 500
+DRIFT_REPAIRED_DAYS = 7
 # What the login page says when a sign-in succeeded but the browser kept no cookie.
 COOKIE_DROPPED_SECURE = (
     "Signed in, but this browser did not keep the session cookie. It is a Secure cookie, which browsers keep "
@@ -61,10 +63,9 @@ COOKIE_DROPPED = "Signed in, but this browser did not keep the session cookie: a
 
 def render(name, **values):
     """A template, with what every page formats by: times in the operator's zone (`iso`),
-    error codes explained (`explained`), keys with the records they name linked (`linked`)."""
+    error codes explained (`explained`), keys with the records they name linked (`linked`), and the
+    nonce its inline scripts carry (`nonce`: web/guards.py's Content-Security-Policy runs no others)."""
     bottle.response.content_type = "text/html; charset=utf-8"
-    bottle.response.set_header("Cache-Control", "no-store")
-    bottle.response.set_header("X-Frame-Options", "DENY")
     zone = local_time.zone_of(values.get("operator"))
     return bottle.template(
         name,
@@ -72,6 +73,7 @@ def render(name, **values):
         iso=lambda value: local_time.local_iso(value, zone),
         explained=explained,
         linked=linked,
+        nonce=guards.script_nonce(),
         **values,
     )
 
@@ -86,7 +88,7 @@ def page(permission=None):
             operator = None
             try:
                 panel.require_database()
-                operator = operators.session_operator(bottle.request.get_cookie(panel.SESSION_COOKIE))
+                operator = panel.current_operator()
                 if operator is None:
                     return bottle.redirect("/panel/login", 303)
                 if permission and permission not in operator.permission_set:
@@ -123,6 +125,23 @@ def drift_value(kind, stored):
     if kind in ("expiry", "status"):
         return str(value)
     return "changed"
+
+
+def _drift_rows(*conditions):
+    return [
+        {
+            "entitlement_id": drift.entitlement_id,
+            "kind": drift.kind,
+            "expected": drift_value(drift.kind, drift.expected),
+            "observed": drift_value(drift.kind, drift.observed),
+            "detected_at": drift.detected_at,
+            "resolved_at": drift.resolved_at,
+        }
+        for drift in EntitlementDrift.select()
+        .where(*conditions)
+        .order_by(EntitlementDrift.detected_at.desc())
+        .limit(DRIFT_ROWS)
+    ]
 
 
 def _age(created_at, now):
@@ -231,20 +250,23 @@ def build(secure_cookies=True):
     @app.get("/panel/system/drift")
     @page(operators.SYSTEM_READ)
     def drift_page(operator):
-        rows = [
-            {
-                "entitlement_id": drift.entitlement_id,
-                "kind": drift.kind,
-                "expected": drift_value(drift.kind, drift.expected),
-                "observed": drift_value(drift.kind, drift.observed),
-                "detected_at": drift.detected_at,
-            }
-            for drift in EntitlementDrift.select()
-            .where(EntitlementDrift.status == "open")
-            .order_by(EntitlementDrift.detected_at.desc())
-            .limit(500)
-        ]
-        return render("drift", operator=operator, rows=rows)
+        now = utcnow()
+        rows = _drift_rows(EntitlementDrift.status == "open")
+        # Reconcile closes a drift in the run that repairs it: without these, users a panel lost and
+        # reconcile recreated would leave no trace on this page.
+        repaired = _drift_rows(
+            EntitlementDrift.status == "resolved",
+            EntitlementDrift.resolved_at >= now - datetime.timedelta(days=DRIFT_REPAIRED_DAYS),
+        )
+        return render(
+            "drift",
+            operator=operator,
+            rows=rows,
+            repaired=repaired,
+            repaired_days=DRIFT_REPAIRED_DAYS,
+            missing_open=sum(row["kind"] == "missing_remote" for row in rows),
+            missing_repaired=sum(row["kind"] == "missing_remote" for row in repaired),
+        )
 
     @app.get("/panel/system/outbox")
     @page(operators.SYSTEM_READ)

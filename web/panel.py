@@ -17,9 +17,10 @@ The shop's back office (customers, orders, payments, wallets, refunds, pause and
 resume, Home) is web/backoffice.py, built on `signed_in` and `operator_reason` here.
 
 The session cookie is HttpOnly and SameSite=Strict, so another site can
-neither read it nor send it; every mutation also needs the
-`X-Operator-Reason` header, which a cross-site form cannot set, and writes
-its audit event in the mutation's own transaction. Rows carry what an
+neither read it nor send it; a change must also come from the panel's own
+origin and a JSON body be sent as application/json (web/guards.py). Every
+mutation but a support reply needs the `X-Operator-Reason` header, and each
+writes its audit event in the mutation's own transaction. Rows carry what an
 operator acts on (times, operation, attempts, error code, correlation id),
 never the request or response summaries or the desired state. A
 destination's signing secret goes in once, sealed, and never comes out; its
@@ -41,18 +42,22 @@ from web import problems
 from web.admin import maintenance_json
 from web.answers import (
     answered,
+    bad_cursor,
     client_address,
+    cursor_text,
     id_param,
     iso,
     json_answer,
     json_body,
     limit_param,
+    parsed_id,
     require_schema,
 )
 from web.problems import Problem
 from web.reasons import REASON_HEADER, header_reason
 
 SESSION_COOKIE = "omniflow_session"
+IDLE_CONFIG = "omniflow.operator_idle"
 DEFAULT_PAGE = 25
 MAX_PAGE = 200
 DEFAULT_STATUS = "failed"
@@ -102,13 +107,12 @@ def encode_cursor(last_id):
 
 
 def decode_cursor(raw):
-    try:
-        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode()
-    except (ValueError, UnicodeDecodeError):
-        text = ""
-    if not text.startswith("id:") or not (text[3:].isascii() and text[3:].isdigit()) or len(text) > 24:
-        raise Problem(400, problems.INVALID_CURSOR, "cursor must be one this API returned")
-    return int(text[3:])
+    """The row id a keyset cursor names, or a 400 invalid_cursor (a number no row id can be included)."""
+    text = cursor_text(raw)
+    row_id = parsed_id(text[3:]) if text.startswith("id:") else None
+    if row_id is None:
+        raise bad_cursor()
+    return row_id
 
 
 def operations_page(status, operation, entitlement_id, cursor, limit):
@@ -137,6 +141,16 @@ def require_database():
     require_schema(problems.DATABASE_UNAVAILABLE, "the database")
 
 
+def session_idle():
+    """How long a session lasts unused: APP_OPERATOR_IDLE_MINUTES, which web/app.py puts in the app's config."""
+    return bottle.request.app.config.get(IDLE_CONFIG, operators.SESSION_IDLE)
+
+
+def current_operator():
+    """The operator of the request's live session (this use keeps it alive), or None."""
+    return operators.session_operator(bottle.request.get_cookie(SESSION_COOKIE), idle=session_idle())
+
+
 def signed_in(permission=None):
     """The route needs a live session, and `permission` when given (403 otherwise)."""
 
@@ -145,7 +159,7 @@ def signed_in(permission=None):
         def wrapper(*args, **kwargs):
             def run():
                 require_database()
-                operator = operators.session_operator(bottle.request.get_cookie(SESSION_COOKIE))
+                operator = current_operator()
                 if operator is None:
                     raise Problem(401, problems.UNAUTHORIZED, "sign in first (the session is missing or expired)")
                 if permission and permission not in operator.permission_set:
@@ -182,7 +196,7 @@ def build(secure_cookies=True):
                 ) from None
             if operator is None:
                 raise Problem(401, problems.INVALID_CREDENTIALS, "unknown username or wrong password")
-            token = operators.open_session(operator)
+            token = operators.open_session(operator, idle=session_idle())
             bottle.response.set_cookie(
                 SESSION_COOKIE,
                 token,

@@ -3,7 +3,8 @@ the bot pushes each reply to the customer's chat (bot/support_push.py).
 
 GET  /v1/panel/support/tickets?status=&limit=     tickets, most recently active first (support.read)
 GET  /v1/panel/support/tickets/{id}               a ticket, its messages and their attachments (support.read)
-POST /v1/panel/support/tickets/{id}/replies {text} a reply (support.write, X-Operator-Reason, audited)
+POST /v1/panel/support/tickets/{id}/replies {text} a reply (support.write, audited; X-Operator-Reason optional:
+                                                  answering a customer is its own reason)
 
 Attachments are listed by digest, size and type; the Support pages serve
 their files to operators (web/backoffice_messages.py).
@@ -17,6 +18,7 @@ from ops import operators, support
 from web import panel, problems
 from web.answers import id_param, iso, json_answer, json_body, limit_param
 from web.problems import Problem
+from web.reasons import header_reason
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -100,7 +102,7 @@ def build():
     @panel.signed_in(operators.SUPPORT_WRITE)
     def reply(operator, ticket_id):
         found = ticket_or_404(ticket_id)
-        reason = panel.operator_reason()
+        reason = header_reason() or None
         text = json_body().get("text")
         try:
             with db.atomic():

@@ -12,6 +12,7 @@ commerce/refunds.py and commerce/settlement.py do.
 from commerce import payments, provider_refund, webhooks
 from commerce.refunds import MANUAL, REFUND_APIS, TO_PROVIDER, TO_WALLET
 from commerce.settlement import FREE_PATHS, PROVIDER_PATHS, WALLET_PATHS
+from models.payments import CONFIRMED, CONTRADICTED, SIGNATURE_BAD, SIGNATURE_VALID, UNKNOWN
 
 PROVIDERS = {"yookassa": "YooKassa", "cryptobot": "CryptoBot", "stars": "Telegram Stars"}
 
@@ -92,6 +93,24 @@ WEBHOOK_OUTCOMES = {
 def webhook_outcome(outcome):
     """A delivery's outcome in words, or None for an error code (shown explained) or an unknown one."""
     return WEBHOOK_OUTCOMES.get(outcome)
+
+
+# What proved or disproved a delivery (models/payments.py WEBHOOK_VERDICTS), and whether that speaks for it.
+WEBHOOK_VERDICTS = {
+    SIGNATURE_VALID: ("signature valid", True),
+    SIGNATURE_BAD: ("signature bad", False),
+    CONFIRMED: ("confirmed by the API", True),
+    CONTRADICTED: ("contradicted by the API", False),
+    UNKNOWN: ("unknown to the API", False),
+}
+
+
+def webhook_verdict(event):
+    """(words, True/False/None) for what was checked of a delivery: its signature, or for an unsigned
+    provider what its API said of the notification; None when nothing speaks for or against it."""
+    if event.verdict in WEBHOOK_VERDICTS:
+        return WEBHOOK_VERDICTS[event.verdict]
+    return ("not recorded" if event.processed_at is not None else "not checked"), None
 
 
 # A ledger transaction's kind (models/ledger.py TRANSACTION_KINDS), as the wallet and an order's ledger show it.

@@ -12,6 +12,10 @@
   payment delivered again never pays twice.
 - Wallet: the order is made and paid from the balance in the update's
   transaction; a balance that cannot cover it refuses, nothing written.
+- The receipt of a Stars or wallet payment is a customer notice the
+  settlement writes in that transaction, delivered by the customer-notice
+  loop (bot/customer_notices.py): an answer sent after the commit would be
+  lost to a crash in between.
 - YooKassa, CryptoBot: the order is made in the update's transaction (its
   idempotency key names the update); the payment at the provider is created
   after the commit, outside any transaction (commerce.checkout with the same
@@ -26,6 +30,13 @@ ways of paying, a `gift` order instead of a purchase; once paid, the buyer
 gets no access but the card's code, delivered by the customer-notice loop
 (`gift_code`, commerce/gift_purchase.py) right after the payment's answer.
 
+A plan the customer holds already (a subscription of it that has not
+ended) is first offered as "Extend my subscription" — an `extension` order
+of that subscription (SPEC 13.2), whose settlement continues its period on
+the same panel user and link with one fulfillment change — or "New
+subscription", a purchase with a link of its own. Buying the same plan again
+never makes a second subscription unless that is what was pressed.
+
 A plan's screen opens a checkout session
 (`bot_checkout_sessions`, 30 minutes): a cart that names its order once a
 pay button made one, or expires and is swept when the customer walks away.
@@ -36,14 +47,16 @@ import logging
 
 from bot import keyboards, membership, services, texts
 from bot.handlers.fallback import on_unmatched_payment
+from bot.handlers.subscriptions import DATE_FORMAT
 from bot.updates import Answer, Refused
-from commerce import catalogue, ledger
+from commerce import catalogue, ledger, phase
 from commerce import providers as methods
 from commerce.checkout import MAINTENANCE_ACTIVE, CheckoutRejected, checkout
 from commerce.orders import OrderRejected, create_order
 from commerce.payments import REPLAYED, SETTLED
 from commerce.stars import (
     AMOUNT_MISMATCH,
+    CURRENCY_MISMATCH,
     ORDER_NOT_PENDING,
     StarsRejected,
     order_of,
@@ -53,13 +66,14 @@ from commerce.stars import (
 from commerce.stars import CURRENCY as STARS_CURRENCY
 from models.base import utcnow
 from models.bot import CHECKOUT_SESSION_TTL, BotCheckoutSession
-from models.commerce import Order
+from models.commerce import Order, Subscription
 from ops import maintenance, sealing
 
 logger = logging.getLogger("omniflow.bot.buy")
 
 PREFERRED_CURRENCY = {methods.YOOKASSA: "RUB", methods.CRYPTOBOT: "USD"}
-PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
+PRECHECK_TEXTS = (ORDER_NOT_PENDING, AMOUNT_MISMATCH, CURRENCY_MISMATCH, MAINTENANCE_ACTIVE)  # a reason of its own each
+HELD_PHASES = (phase.PROVISIONING, phase.ACTIVE, phase.EXPIRING, phase.GRACE, phase.PAUSED)
 
 
 def refuse_plainly(context, query, key, markup=None, **values):
@@ -132,16 +146,82 @@ def _purchasable(context, query, plan_id):
     return plan
 
 
+def held(customer, plan):
+    """[(slot, current entitlement)] of the customer's subscriptions of `plan` that give access now or
+    are about to (not expired or failed), by slot: what an extension of the plan can go onto."""
+    subscriptions = list(
+        Subscription.select(Subscription.id, Subscription.slot)
+        .where(Subscription.customer == customer.id)
+        .order_by(Subscription.slot)
+    )
+    standing = phase.standings([subscription.id for subscription in subscriptions])
+    return [
+        (subscription.slot, standing[subscription.id].entitlement)
+        for subscription in subscriptions
+        if standing[subscription.id].phase in HELD_PHASES and standing[subscription.id].entitlement.plan_id == plan.id
+    ]
+
+
 def on_plan(query, context, plan_id):
+    """A plan's ways to pay; for a plan the customer holds already, first the choice between extending
+    what they have (the same link, a longer period) and a second subscription with a link of its own."""
     if maintenance.is_active():
         raise refuse_plainly(context, query, "maintenance")
     plan = _purchasable(context, query, plan_id)
+    holding = held(context.customer, plan)
+    if not holding:
+        show_methods(query, context, plan)
+        return
+    duration = texts.duration(context.language, plan.duration_days)
+    labels = [
+        (slot, context.text("button_extend_until", ends=entitlement.ends_at.strftime(DATE_FORMAT)))
+        if len(holding) > 1
+        else (slot, context.text("button_extend"))
+        for slot, entitlement in holding
+    ]
+    text = context.text("extend_or_new", plan=plan.name, duration=duration)
+    chat, message_id = query.message.chat.id, query.message.message_id
+    context.edit(chat, message_id, text, keyboards.extend_or_new(context.language, plan.id, labels))
+    context.answer_callback(query.id)
+
+
+def on_new(query, context, plan_id):
+    if maintenance.is_active():
+        raise refuse_plainly(context, query, "maintenance")
+    show_methods(query, context, _purchasable(context, query, plan_id))
+
+
+def on_extend(query, context, plan_id, slot):
+    if maintenance.is_active():
+        raise refuse_plainly(context, query, "maintenance")
+    plan = _purchasable(context, query, plan_id)
+    show_methods(query, context, plan, (slot, _extended(context, query, plan, slot)))
+
+
+def _extended(context, query, plan, slot):
+    """The current entitlement of the presser's subscription in `slot`, which must hold `plan`; refused
+    plainly otherwise (it ended, or the button was not the bot's)."""
+    for held_slot, entitlement in held(context.customer, plan):
+        if held_slot == slot:
+            return entitlement
+    raise refuse_plainly(context, query, "purchase_refused")
+
+
+def show_methods(query, context, plan, extending=None):
+    """The ways to pay for a plan: a new subscription of it, or with `extending` = (slot, current
+    entitlement) the extension of the presser's subscription in that slot."""
     choices = payment_choices(context, plan)
-    text = context.text("methods_header" if choices else "methods_none", plan=plan.name)
+    header, values, slot = "methods_header", {}, None
+    if extending is not None:
+        slot, entitlement = extending
+        header = "extend_methods_header"
+        values = {"duration": texts.duration(context.language, plan.duration_days),
+                  "ends": entitlement.ends_at.strftime(DATE_FORMAT)}  # fmt: skip
+    text = context.text(header if choices else "methods_none", plan=plan.name, **values)
     chat, message_id = query.message.chat.id, query.message.message_id
     if choices:
         _open_cart(context, chat, plan)
-    shown = keyboards.payment_methods(context.language, plan.id, choices, gift_offered=sealing.available())
+    shown = keyboards.payment_methods(context.language, plan.id, choices, gift_offered=sealing.available(), slot=slot)
     context.edit(chat, message_id, text, shown)
     context.answer_callback(query.id)
 
@@ -161,37 +241,42 @@ def on_gift(query, context, plan_id):
     context.answer_callback(query.id)
 
 
-def on_pay(query, context, plan_id, method, currency, kind="purchase"):
+def on_pay(query, context, plan_id, method, currency, kind="purchase", slot=None):
+    """Pay for a plan: a new subscription (`purchase`), a gift card, or an `extension` of the presser's
+    subscription in `slot` (its next period, on the same link)."""
     if maintenance.is_active():
         raise refuse_plainly(context, query, "maintenance")
     if kind == "gift" and not sealing.available():
         raise refuse_plainly(context, query, "gift_unavailable")
     plan = _purchasable(context, query, plan_id)
+    subscription_id = None if slot is None else _extended(context, query, plan, slot).subscription_id
     chat = query.message.chat.id
     key = f"bot:{context.update_id}"
     shop = services.current()
     if method in methods.HOSTED:
-        order = _hosted_order(context, query, plan, method, currency, shop, key, kind)
+        order = _hosted_order(context, query, plan, method, currency, shop, key, kind, subscription_id)
         _close_cart(context, chat, plan, method, currency, order.id)
         context.answer_callback(query.id)
-        context.later(lambda: payment_page(context, chat, kind, method, currency, key, shop, plan=plan))
+        context.later(
+            lambda: payment_page(
+                context, chat, kind, method, currency, key, shop, plan=plan, subscription_id=subscription_id
+            )
+        )
         return
     try:
         made = checkout(
-            shop.providers, shop.public_url, context.customer.id, kind, method, currency, plan_id=plan.id, key=key
-        )
+            shop.providers, shop.public_url, context.customer.id, kind, method, currency, plan_id=plan.id,
+            subscription_id=subscription_id, key=key,
+        )  # fmt: skip
     except CheckoutRejected as rejected:
         raise refusal_for(context, query, rejected.code) from None
     _close_cart(context, chat, plan, method, currency, made.order_id)
     context.answer_callback(query.id)
-    price = texts.money(made.amount_minor, made.currency)
     if method == methods.STARS:
+        price = texts.money(made.amount_minor, made.currency)
         context.send(chat, context.text("invoice_sent", plan=plan.name, price=price))
         context.send_invoice(chat, made.invoice)
-    else:
-        paid = context.text("paid_gift_from_wallet" if kind == "gift" else "paid_from_wallet", plan=plan.name,
-                            price=price)  # fmt: skip
-        context.send(chat, paid, keyboards.back(context.language))
+    # Paid from the wallet: the receipt is the settlement's customer notice (commerce/settlement.py).
 
 
 def refusal_for(context, query, code):
@@ -204,12 +289,15 @@ def refusal_for(context, query, code):
     return refuse_plainly(context, query, "purchase_refused")
 
 
-def _hosted_order(context, query, plan, method, currency, shop, key, kind):
+def _hosted_order(context, query, plan, method, currency, shop, key, kind, subscription_id=None):
     """The pending order a provider's payment will pay, checked as checkout checks it."""
     if not methods.offered(shop.providers, method) or not methods.accepts(method, currency):
         raise refuse_plainly(context, query, "purchase_refused")
     try:
-        return create_order(context.customer.id, kind, currency, plan_id=plan.id, provider=method, key=key)
+        return create_order(
+            context.customer.id, kind, currency, plan_id=plan.id, subscription_id=subscription_id, provider=method,
+            key=key,
+        )  # fmt: skip
     except OrderRejected as rejected:
         raise refusal_for(context, query, rejected.code) from None
 
@@ -252,13 +340,15 @@ def _close_cart(context, chat, plan, method, currency, order_id):
     )
 
 
-def payment_page(context, chat, kind, method, currency, key, shop, plan=None, amount_minor=None):
+def payment_page(context, chat, kind, method, currency, key, shop, plan=None, amount_minor=None, subscription_id=None):
     """After the commit: the payment at the provider for the order the update made (a purchase of
-    `plan`, or a top-up of `amount_minor`; checkout finds it again by its key) and its link."""
+    `plan` or its extension of `subscription_id`, or a top-up of `amount_minor`; checkout finds it
+    again by its key) and its link."""
     try:
         made = checkout(
             shop.providers, shop.public_url, context.customer.id, kind, method, currency,
-            plan_id=None if plan is None else plan.id, amount_minor=amount_minor, key=key,
+            plan_id=None if plan is None else plan.id, subscription_id=subscription_id, amount_minor=amount_minor,
+            key=key,
         )  # fmt: skip
     except CheckoutRejected as rejected:
         logger.warning("a payment page could not be made", extra={"error": rejected.code})
@@ -282,7 +372,8 @@ def on_pre_checkout(query, context):
         raise context.refusal("checkout_refused")
     check = precheck_stars(order_id, query.total_amount, query.currency)
     if not check.ok:
-        raise context.refusal(f"precheck_{check.code}" if check.code in PRECHECK_TEXTS else "checkout_refused")
+        key = f"precheck_{check.code}" if check.code in PRECHECK_TEXTS else "checkout_refused"
+        raise context.refusal(key, currency=query.currency)
     context.answer_pre_checkout(query.id, True)
 
 
@@ -302,12 +393,8 @@ def on_successful_payment(message, context):
     except StarsRejected:
         on_unmatched_payment(message, context)
         return
-    if applied.outcome == SETTLED:
-        price = texts.money(payment.total_amount, payment.currency)
-        order = Order.get_by_id(order_of(payment.invoice_payload))
-        received = "gift_payment_received" if order.operation == "gift" else "payment_received"
-        context.send(message.chat.id, context.text(received, price=price))
-    elif applied.outcome != REPLAYED:
+    # Settled: the receipt is the settlement's customer notice, written with it (commerce/settlement.py).
+    if applied.outcome not in (SETTLED, REPLAYED):
         # The money arrived but paid nothing (an amount or order that did not match):
         # apply_payment queued the operator notice that gets it refunded or settled by hand.
         context.send(message.chat.id, context.text("payment_unmatched"))
@@ -337,6 +424,14 @@ def on_press(query, context, press):
     elif press.action == keyboards.GIFT_PAY:
         plan_id, method, currency = press.argument.split(":")
         on_pay(query, context, int(plan_id), method, currency, kind="gift")
+    elif press.action == keyboards.NEW:
+        on_new(query, context, int(press.argument))
+    elif press.action == keyboards.EXTEND:
+        plan_id, slot = press.argument.split(":")
+        on_extend(query, context, int(plan_id), int(slot))
+    elif press.action == keyboards.EXTEND_PAY:
+        plan_id, slot, method, currency = press.argument.split(":")
+        on_pay(query, context, int(plan_id), method, currency, kind="extension", slot=int(slot))
 
 
 def register(bot, context):

@@ -14,9 +14,11 @@ generated code cannot be guessed, but an operator may choose a short one.
 import threading
 import time
 
-from bot import keyboards, sessions, texts
+from bot import keyboards, sessions
+from bot.handlers.subscriptions import DATE_FORMAT
 from commerce import activations, codes
 from models.commerce import Order, Plan
+from models.fulfillment import Entitlement
 
 CODE = "code"
 # Guessing: after MAX_WRONG_CODES wrong codes within WRONG_CODE_WINDOW_S a customer's codes are refused unread
@@ -80,6 +82,12 @@ def _plan_of(activated):
     return Plan.select().join(Order, on=(Order.plan == Plan.id)).where(Order.id == activated.order_id).get()
 
 
+def _ends_of(activated):
+    """When the activated period ends (said instead of its length, which a plan's name often says already:
+    "Trial, 3 days")."""
+    return Entitlement.get_by_id(activated.entitlement_id).ends_at.strftime(DATE_FORMAT)
+
+
 def ask(context, chat_id, message_id=None):
     if context.customer is None:
         raise context.refusal("press_start")
@@ -103,8 +111,7 @@ def activate(context, chat_id, raw_code):
         raise _refused(context, rejected) from None
     plan = _plan_of(activated)
     sessions.stop_awaiting(chat_id, context.customer.id)
-    duration = texts.duration(context.language, plan.duration_days)
-    shown = context.text("code_activated", plan=plan.name, duration=duration)
+    shown = context.text("code_activated", plan=plan.name, ends=_ends_of(activated))
     context.send(chat_id, shown, keyboards.main_menu(context.language))
 
 
@@ -124,11 +131,10 @@ def trial(context, chat_id, message_id):
     if context.customer is None:
         raise context.refusal("press_start")
     try:
-        plan = _plan_of(activations.activate_trial(context.customer.id))
+        activated = activations.activate_trial(context.customer.id)
     except activations.ActivationRejected as rejected:
         raise _refused(context, rejected) from None
-    duration = texts.duration(context.language, plan.duration_days)
-    shown = context.text("trial_activated", plan=plan.name, duration=duration)
+    shown = context.text("trial_activated", plan=_plan_of(activated).name, ends=_ends_of(activated))
     context.edit(chat_id, message_id, shown, keyboards.main_menu(context.language))
 
 

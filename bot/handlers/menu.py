@@ -1,17 +1,22 @@
 """The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions
 and their auto-renew switch, the wallet and its top-ups, support, codes and the trial) or answered here."""
 
+from telebot.types import InaccessibleMessage
+
 from bot import keyboards
 from bot.handlers import buy, codes, subscriptions, support, wallet
 from commerce import customers
 
-BUY_ACTIONS = (keyboards.BUY, keyboards.PLAN, keyboards.PAY, keyboards.GIFT, keyboards.GIFT_PAY)
+BUY_ACTIONS = (
+    keyboards.BUY, keyboards.PLAN, keyboards.PAY, keyboards.GIFT, keyboards.GIFT_PAY, keyboards.NEW, keyboards.EXTEND,
+    keyboards.EXTEND_PAY,
+)  # fmt: skip
 
 
 def needs_membership(update):
     """Will this update's handler ask bot/membership.py? A press of a purchase's or a top-up's button."""
     query = update.callback_query
-    if query is None or query.message is None:
+    if query is None or query.message is None or isinstance(query.message, InaccessibleMessage):
         return False
     press = keyboards.parse(query.data)
     return press is not None and (press.action in BUY_ACTIONS or press.action == keyboards.TOPUP)
@@ -22,6 +27,12 @@ def on_press(query, context):
     if press is None or context.customer is None or query.message is None:
         # Not a button this bot made, or a press from someone who never sent /start.
         raise context.refusal("callback_refused")
+    if isinstance(query.message, InaccessibleMessage):
+        # Telegram no longer gives the bot this message (too old): it cannot be edited in place, so the
+        # press is answered in words and the menu is sent afresh.
+        context.answer_callback(query.id, context.text("message_too_old"))
+        context.send(query.message.chat.id, context.text("main_menu"), keyboards.main_menu(context.language))
+        return
     if press.action in BUY_ACTIONS:
         buy.on_press(query, context, press)
         return

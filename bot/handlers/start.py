@@ -21,7 +21,7 @@ def on_start(message, context):
     )
     context.customer = customer
     context.language = texts.language_of(customer.language_code)
-    greeting = context.text("welcome" if created else "welcome_back", name=customer.display_name)
+    greeting = context.text("welcome" if created else "welcome_back", name=customers.shown_name(customer.display_name))
     context.send(message.chat.id, greeting + "\n\n" + context.text("main_menu"), keyboards.main_menu(context.language))
 
 

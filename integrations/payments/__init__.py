@@ -48,6 +48,7 @@ SUBJECT_PAYMENT = "payment"
 SUBJECT_REFUND = "refund"
 
 WEBHOOK_MAX_BYTES = 64 * 1024  # SPEC 13.6: bodies are capped
+AMOUNT_MAX_MINOR = 2**63 - 1  # what the database's amounts hold: no payment can be larger
 
 
 def http_error_code(status):
@@ -141,6 +142,8 @@ class PaymentProvider(abc.ABC):
     name: str = ""
     webhooks_signed: bool = False  # False: an event is confirmed by fetch_payment before settling
     supports_refunds: bool = False
+    # The largest payment the provider takes, in minor units: checkout refuses a larger order before writing it.
+    max_amount_minor: int = AMOUNT_MAX_MINOR
 
     @abc.abstractmethod
     def create_payment(
@@ -148,6 +151,15 @@ class PaymentProvider(abc.ABC):
     ) -> ProviderPayment:
         """Create a payment for an order; the same idempotence key never makes a second one where the provider
         honours keys (a retry after a timeout must reuse the key)."""
+
+    def find_created_payment(self, *, order_id, currency, idempotence_key, created_after) -> ProviderPayment | None:
+        """The payment an earlier create_payment with this key made, whose answer was lost, or None.
+
+        Only a provider that keeps no idempotence key needs to look (a create retried there would make a
+        second payment): one that honours the key answers a retried create with the first payment, so
+        this default finds nothing and the caller creates again with the same key. `created_after` is
+        when the caller first asked (nothing older can be that payment)."""
+        return None
 
     @abc.abstractmethod
     def fetch_payment(self, payment_id) -> ProviderPayment:

@@ -22,11 +22,18 @@ app's balance to a Telegram user, which is a payout, not a refund of this
 payment): `refund` raises `refund_unsupported`, and a refund of a CryptoBot
 payment goes to the customer's wallet (SPEC 13.10).
 
-createInvoice takes no idempotency key: a create retried after a timeout can
-make a second invoice. Both carry the order id and the idempotence key in
-their `payload`, so whichever is paid settles the one order it names.
+createInvoice takes no idempotency key: a create retried after a timeout could
+make a second invoice. Every invoice carries the order id and the intent's
+idempotence key in its `payload`, so before creating again for an intent whose
+create may have reached Crypto Pay, `find_created_payment` pages through the
+app's recent active invoices in the order's asset or fiat (getInvoices filters
+by asset, fiat, ids and status only, newest first) and hands back the one whose
+payload names that key: the retry reuses it. Should an invoice still be made
+twice (one paid while the other was being looked for), both name the one
+order, and whichever is paid settles it.
 """
 
+import datetime
 import hashlib
 import hmac
 import json
@@ -81,6 +88,10 @@ INVOICE_STATUSES = {"active": STATUS_PENDING, "paid": STATUS_SUCCEEDED, "expired
 PAYLOAD_ORDER_ID = "order_id"
 PAYLOAD_IDEMPOTENCE_KEY = "idempotence_key"
 
+INVOICE_PAGE = 100  # getInvoices' `count`: invoices per page when looking for one a lost create made
+RECOVERY_PAGES = 10  # how far back that looks at most: the newest 1 000 active invoices in the currency
+CLOCK_SLACK = datetime.timedelta(minutes=5)  # this server's clock against Crypto Pay's
+
 _ERROR_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")
 
 
@@ -131,6 +142,29 @@ class CryptoBotProvider(PaymentProvider):
         if return_url:
             body.update(paid_btn_name=PAID_BUTTON, paid_btn_url=http_url(return_url, "the return URL"))
         return self._invoice(self._call(METHOD_CREATE_INVOICE, body))
+
+    def find_created_payment(self, *, order_id, currency, idempotence_key, created_after):
+        """The active invoice whose payload names this order and key, looked for newest first back to
+        `created_after` (less CLOCK_SLACK) and RECOVERY_PAGES pages at most; None when there is none."""
+        priced_in = _priced_in(currency)
+        query = {"status": "active", "count": INVOICE_PAGE}
+        if "asset" in priced_in:
+            query["asset"] = priced_in["asset"]
+        else:
+            query["fiat"] = priced_in["fiat"]
+        since = created_after - CLOCK_SLACK
+        for page in range(RECOVERY_PAGES):
+            result = self._call(METHOD_GET_INVOICES, {**query, "offset": page * INVOICE_PAGE})
+            items = result.get("items") if isinstance(result, dict) else None
+            if not isinstance(items, list):
+                raise self._undecodable()
+            for item in items:
+                if isinstance(item, dict) and _payload_names(item.get("payload"), order_id, idempotence_key):
+                    return self._invoice(item)
+            older = [_created_at(item) for item in items if isinstance(item, dict)]
+            if len(items) < INVOICE_PAGE or any(when is not None and when < since for when in older):
+                return None
+        return None
 
     def fetch_payment(self, payment_id):
         invoice_id = _invoice_id(payment_id)
@@ -268,6 +302,28 @@ def _invoice_id(payment_id):
     if not (text.isascii() and text.isdigit()) or len(text) > 18 or int(text) <= 0:
         raise ValueError("a Crypto Pay invoice id is a positive integer")
     return int(text)
+
+
+def _payload_names(payload, order_id, idempotence_key):
+    """Whether an invoice's payload is the one create_payment wrote for this order and key."""
+    try:
+        data = json.loads(payload) if isinstance(payload, str) else None
+    except ValueError:
+        return False
+    return (
+        isinstance(data, dict)
+        and data.get(PAYLOAD_IDEMPOTENCE_KEY) == str(idempotence_key)
+        and parse_order_id(data.get(PAYLOAD_ORDER_ID)) == parse_order_id(order_id)
+    )
+
+
+def _created_at(invoice):
+    """An invoice's `created_at` as naive UTC (the database's timestamps), or None when unreadable."""
+    try:
+        when = datetime.datetime.fromisoformat(invoice["created_at"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return when.astimezone(datetime.timezone.utc).replace(tzinfo=None) if when.tzinfo else when
 
 
 def _payload_order_id(payload):

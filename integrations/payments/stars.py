@@ -31,6 +31,7 @@ from integrations.payments.http import REQUEST_TIMEOUT_S, ProviderHttp
 
 PROVIDER = "stars"
 CURRENCY = "XTR"
+INVOICE_MAX_AMOUNT = 10000  # Telegram's limit on one Stars invoice (currencies.json's max_amount for XTR)
 ALREADY_REFUNDED = "CHARGE_ALREADY_REFUNDED"
 DETAIL_UNDECODABLE = "undecodable"
 

@@ -204,6 +204,7 @@ class YooKassaProvider(PaymentProvider):
     name = PROVIDER
     webhooks_signed = False
     supports_refunds = True
+    max_amount_minor = MAX_AMOUNT_MINOR
 
     def __init__(self, shop_id, secret_key, api_url=DEFAULT_API_URL, timeout=REQUEST_TIMEOUT_S):
         shop_id = str(shop_id or "").strip()

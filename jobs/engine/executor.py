@@ -29,12 +29,14 @@ from huey.api import Huey, Task
 from huey.exceptions import CancelExecution
 
 from config.database import is_postgres
+from config.logging import describe_error
 from jobs.engine import metrics, notifier
 from jobs.engine.client import append_error, error_entry
 from jobs.engine.kinds import PERIODIC_KIND
 from jobs.engine.outage import Backoff, report_failure
 from jobs.engine.states import AVAILABLE, CANCELLED, COMPLETED, DISCARDED, RETRYABLE, SCHEDULED
 from models.base import db, utcnow
+from security.redactor import redact
 
 logger = logging.getLogger("omniflow.jobs")
 
@@ -50,6 +52,7 @@ TAKE_TIMEOUT_S = 1.0
 POLL_INTERVAL_POSTGRES_S = 1.0
 POLL_INTERVAL_SQLITE_S = 0.05
 INTERRUPTED_RETRY_DELAY_S = 10
+UNKNOWN_KIND_RETRY_S = 60
 LOG_LEVELS = {COMPLETED: logging.DEBUG, RETRYABLE: logging.WARNING, DISCARDED: logging.WARNING}
 
 
@@ -61,6 +64,16 @@ class JobSnooze(Exception):
         self.seconds = max(0.0, float(seconds))
 
 
+class UnknownJobKind(JobSnooze):
+    """A row whose kind or periodic pass this worker has not declared. Claims skip such rows
+    (sql.py); one reached anyway is not this job's failure: it goes back to the queue with its
+    attempt refunded, for a worker that declares it (SPEC 1.11)."""
+
+    def __init__(self, message):
+        super().__init__(UNKNOWN_KIND_RETRY_S)
+        self.args = (message,)
+
+
 class JobCancel(Exception):
     """Raise from a job to end it as cancelled: final, never retried."""
 
@@ -70,9 +83,9 @@ class JobCancel(Exception):
 
 
 class UnrunnableTask(Task):
-    """Stands in for a row that cannot become a task (unknown kind, undecodable
-    message): running it raises why, so the row fails, retries and is finally
-    discarded like any other failing job instead of disappearing."""
+    """Stands in for a row that cannot become a task (an undeclared kind, an undecodable
+    message): running it raises why. An undecodable message fails, retries and is finally
+    discarded like any other failing job instead of disappearing; an undeclared kind goes back."""
 
     def __init__(self, error, **kwargs):
         super().__init__(**kwargs)
@@ -131,6 +144,7 @@ class Outcome:
     finalized_at: object = None
     errors: list = field(default_factory=list)
     attempt_delta: int = 0
+    error: str = None  # for the log line of a failed run: the error's class and first line, redacted
 
 
 class JobContext:
@@ -336,6 +350,7 @@ class Producer(threading.Thread):
     def run(self):
         notifier.subscribe(self.queue, self._wake)
         sql = job_sql()
+        declared = self.executor.huey.declared_work()
         postgres = sql.is_postgres
         poll = POLL_INTERVAL_POSTGRES_S if postgres else POLL_INTERVAL_SQLITE_S
         backoff = Backoff()
@@ -349,7 +364,7 @@ class Producer(threading.Thread):
                     want = min(CLAIM_BATCH, self._free_slots())
                 self._wake.clear()
                 try:
-                    rows = sql.claim(self.queue, want, self.executor.worker_id, utcnow())
+                    rows = sql.claim(self.queue, want, self.executor.worker_id, utcnow(), declared)
                 except Exception as error:
                     report_failure(logger, "claiming jobs failed; retrying", error, queue=self.queue)
                     # The notification channel coming back wakes this wait early.
@@ -371,14 +386,14 @@ class Producer(threading.Thread):
                 while not self._stopping:
                     if self._wake.wait(poll):
                         break
-                    if postgres or self._has_due(sql):
+                    if postgres or self._has_due(sql, declared):
                         break
         finally:
             notifier.unsubscribe(self.queue, self._wake)
 
-    def _has_due(self, sql):
+    def _has_due(self, sql, declared):
         try:
-            return sql.has_due(self.queue, utcnow())
+            return sql.has_due(self.queue, utcnow(), declared)
         except Exception:
             return True  # let the claim try: it reports the failure and backs off
 
@@ -475,10 +490,11 @@ class JobRunner:
                 "periodic task failed",
                 extra={"task": job.args_dict.get("task"), "job_id": job.id, "error": message},
             )
+        logged = redact(describe_error(exc))
         if job.attempt >= job.max_attempts:
-            return Outcome(DISCARDED, "discarded", finalized_at=utcnow(), errors=errors)
+            return Outcome(DISCARDED, "discarded", finalized_at=utcnow(), errors=errors, error=logged)
         delay = self.huey.backoff_for(job)
-        return Outcome(RETRYABLE, "retryable", scheduled_at=utcnow() + _seconds(delay), errors=errors)
+        return Outcome(RETRYABLE, "retryable", scheduled_at=utcnow() + _seconds(delay), errors=errors, error=logged)
 
     def _finish(self, job, task, outcome, seconds):
         metrics.observe_run(job.kind, outcome.label, seconds)
@@ -486,11 +502,10 @@ class JobRunner:
         # jobs a second they would drown everything else.
         level = LOG_LEVELS.get(outcome.state, logging.INFO)
         if logger.isEnabledFor(level):
-            logger.log(
-                level,
-                f"job {outcome.label}",
-                extra={"job_id": job.id, "kind": job.kind, "attempt": job.attempt, "state": outcome.state},
-            )
+            fields = {"job_id": job.id, "kind": job.kind, "attempt": job.attempt, "state": outcome.state}
+            if outcome.error is not None:
+                fields["error"] = outcome.error
+            logger.log(level, f"job {outcome.label}", extra=fields)
         self.recorder.submit(job, outcome)
 
 

@@ -37,13 +37,22 @@ from huey.exceptions import ConfigurationError
 from jobs.engine import consumer_options
 from jobs.engine.client import JobClient
 from jobs.engine.consumer_options import SHUTDOWN_TIMEOUT_S, WorkerOptions
-from jobs.engine.executor import Executor, JobRunner, SyncRecorder, UnrunnableTask, release_connection
+from jobs.engine.executor import (
+    Executor,
+    JobRunner,
+    SyncRecorder,
+    UnknownJobKind,
+    UnrunnableTask,
+    release_connection,
+)
 from jobs.engine.kinds import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
     PERIODIC_KIND,
     QUEUES,
+    RAW_HUEY_KIND,
     UNIQUE_WHILE_ACTIVE,
+    DeclaredWork,
     KindRegistry,
     KindSpec,
     river_backoff,
@@ -57,10 +66,6 @@ from models.base import utcnow
 logger = logging.getLogger("omniflow.jobs")
 
 INTERVAL = "interval"  # periodic timeout: until the schedule's next run
-
-
-class UnknownJobKind(Exception):
-    """A row whose kind this worker does not know; it errors and retries, never vanishes."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,7 @@ class OmniflowHuey(Huey):
         self.worker_id = f"direct:{new_worker_id()}"
         self.runner = JobRunner(self, SyncRecorder())
         self._worker_start = None
+        self._undeclared_report = None
 
     # -- declaring work ------------------------------------------------------------
 
@@ -142,6 +148,11 @@ class OmniflowHuey(Huey):
         """Record that the periodic pass `name` is not registered here, and why (logged at worker start)."""
         self.left_out_passes[name] = reason
 
+    def declared_work(self):
+        """The kinds and periodic passes this process runs (its claims take no other rows)."""
+        kinds = [spec.kind for spec in self.kinds if spec.task_class is not None]
+        return DeclaredWork(tuple(sorted(kinds + [RAW_HUEY_KIND])), tuple(sorted(self.periodic_schedules)))
+
     def periodic_registrations(self):
         """(names of the registered periodic passes, {left-out pass: reason})."""
         return sorted(self.periodic_schedules), dict(sorted(self.left_out_passes.items()))
@@ -167,11 +178,12 @@ class OmniflowHuey(Huey):
         return self.client.insert(kind, args, scheduled_at=task.eta, priority=task.priority)
 
     def dequeue(self, kind=None):
-        """Claim one due job of any queue, of `kind` if given (Huey's own consumer and tests use this)."""
+        """Claim one due job this process declared, of any queue, of `kind` if given (Huey's own
+        consumer and tests use this)."""
         from jobs.engine.executor import ClaimedJob
 
         sql = self.client.sql
-        rows = sql.claim(None, 1, self.worker_id, utcnow(), kind)
+        rows = sql.claim(None, 1, self.worker_id, utcnow(), self.declared_work(), kind)
         if not rows:
             return None
         return self.task_for(ClaimedJob.from_row(rows[0], self.worker_id, sql))
@@ -219,6 +231,15 @@ class OmniflowHuey(Huey):
     def on_worker_start(self, start):
         """Register what a worker process does before its consumer exists: `start(WorkerOptions)`."""
         self._worker_start = start
+
+    def on_undeclared_work(self, report):
+        """Register `report(work, oldest_job_id)`: the leader calls it for work waiting that no
+        running worker declares (maintenance.py), e.g. to raise an operator notice."""
+        self._undeclared_report = report
+
+    def report_undeclared(self, work, oldest_job_id):
+        if self._undeclared_report is not None:
+            self._undeclared_report(work, oldest_job_id)
 
     def create_consumer(self, concurrency=None, **options):
         """A worker process's consumer, from huey_consumer's options or `omniflow.py worker`'s.
@@ -361,7 +382,9 @@ class OmniflowConsumer(Consumer):
         if not initial:
             self.executor.worker_id = new_worker_id()
         queues = ",".join(f"{queue}:{count}" for queue, count in self.concurrency.items())
-        sql.register_worker(self.executor.worker_id, socket.gethostname(), os.getpid(), queues, utcnow())
+        sql.register_worker(
+            self.executor.worker_id, socket.gethostname(), os.getpid(), queues, self.huey.declared_work(), utcnow()
+        )
 
     def start(self):
         # Huey sets its signal handlers after starting the worker threads; a

@@ -62,6 +62,25 @@ class KindSpec:
         return unique_digest(self.kind, args)
 
 
+@dataclass(frozen=True)
+class DeclaredWork:
+    """What one worker process can run: its job kinds and its periodic passes (SPEC 1.11).
+
+    Its claims take only these rows, and its heartbeat row names them, so the
+    leader can tell which waiting rows no running worker will ever take."""
+
+    kinds: tuple
+    passes: tuple
+
+    def pass_args(self):
+        """The stored args of this worker's periodic passes' rows."""
+        return [periodic_args(name) for name in self.passes]
+
+
+def periodic_args(name):
+    return canonical_args({"task": name})
+
+
 def canonical_args(args):
     return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

@@ -1,10 +1,13 @@
 """What keeps the queue healthy, run once a second by each worker's scheduler thread.
 
-Every worker: heartbeat (its row in job_workers), try to hold the leader
-lease (unless started with `--no-periodic`), ask its own runs that outlived
-their timeout or were cancelled to stop. The leader only: enqueue due
-periodic passes, rescue jobs of dead workers, delete finished rows past
-their retention.
+Every worker: heartbeat (its row in job_workers, which also names the kinds
+and passes it runs), try to hold the leader lease (unless started with
+`--no-periodic`), ask its own runs that outlived their timeout or were
+cancelled to stop. The leader only: enqueue due periodic passes, rescue jobs
+of dead workers, delete finished rows past their retention, and report
+work no live worker declares: rows due for UNDECLARED_AFTER_S whose kind or
+pass is in no live worker's row (SPEC 1.11) are logged, and handed to the
+application's report (one operator notice per waiting work and oldest row).
 
 A run past its timeout is asked to stop (`should_stop()`), and its row
 stays `running` under this live worker until the function has returned:
@@ -28,7 +31,7 @@ import time
 
 from config.database import is_unavailable
 from jobs.engine.client import append_error, error_entry
-from jobs.engine.kinds import PERIODIC_KIND
+from jobs.engine.kinds import PERIODIC_KIND, DeclaredWork
 from jobs.engine.outage import report_failure
 from jobs.engine.states import CANCELLED, COMPLETED, DISCARDED, RETRYABLE, RUNNING
 from models.base import db, utcnow
@@ -46,6 +49,8 @@ CLEAN_INTERVAL_S = 30
 CLEAN_BATCH = 1000
 CLEAN_MAX_BATCHES = 10
 CANCEL_CHECK_INTERVAL_S = 1
+UNDECLARED_AFTER_S = 600
+UNDECLARED_CHECK_INTERVAL_S = 60
 RETENTION = {
     COMPLETED: datetime.timedelta(hours=24),
     CANCELLED: datetime.timedelta(days=7),
@@ -88,6 +93,7 @@ class Maintenance:
             self._step("periodic", 0, self.enqueue_due_periodic)
             self._step("rescue", RESCUE_INTERVAL_S, self.rescue)
             self._step("clean", CLEAN_INTERVAL_S, self.clean)
+            self._step("undeclared", UNDECLARED_CHECK_INTERVAL_S, self.report_undeclared)
 
     def _step(self, name, interval_s, action):
         if not self._due(name, interval_s):
@@ -195,6 +201,22 @@ class Maintenance:
             state = DISCARDED if exhausted else RETRYABLE
             if self.sql.rescue(job_id, dead_worker, state, now, now if exhausted else None, errors):
                 logger.warning("rescued job of a dead worker", extra={"job_id": job_id, "state": state})
+
+    def report_undeclared(self):
+        """Name the work that has waited UNDECLARED_AFTER_S with no live worker declaring it."""
+        now = utcnow()
+        kinds, passes = set(), set()
+        for worker_kinds, worker_passes in self.sql.declared_by_live_workers(
+            now - datetime.timedelta(seconds=WORKER_STALE_AFTER_S)
+        ):
+            kinds.update(json.loads(worker_kinds))
+            passes.update(json.loads(worker_passes))
+        declared = DeclaredWork(tuple(sorted(kinds)), tuple(sorted(passes)))
+        waiting = self.sql.undeclared_waiting(declared, now - datetime.timedelta(seconds=UNDECLARED_AFTER_S))
+        for kind, args, oldest_id in waiting:
+            work = f"periodic pass {json.loads(args).get('task')}" if kind == PERIODIC_KIND else f"job kind {kind}"
+            logger.warning("no running worker declares waiting work", extra={"task": work, "job_id": oldest_id})
+            self.huey.report_undeclared(work, oldest_id)
 
     def clean(self):
         now = utcnow()

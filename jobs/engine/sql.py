@@ -16,6 +16,7 @@ by the same worker.
 
 import json
 
+from jobs.engine.kinds import PERIODIC_KIND
 from jobs.engine.states import CANCELLED, CLAIMABLE_STATES, COMPLETED, FINAL_STATES, SCHEDULED, STATE_BITS
 
 CLAIM_COLUMNS = "id, kind, queue, args, payload, attempt, max_attempts, priority, errors, unique_states"
@@ -34,6 +35,19 @@ def _keep_key_if(state):
 
 def _marks(n):
     return ", ".join(["%s"] * n)
+
+
+def _declared(declared):
+    """(SQL, params) true for the rows of `declared` (a DeclaredWork): its kinds, and the
+    periodic_task rows of its passes (their args are stored canonical, so compared as text)."""
+    clauses, params = [], []
+    if declared.kinds:
+        clauses.append(f"kind IN ({_marks(len(declared.kinds))})")
+        params += declared.kinds
+    if declared.passes:
+        clauses.append(f"(kind = '{PERIODIC_KIND}' AND args IN ({_marks(len(declared.passes))}))")
+        params += declared.pass_args()
+    return "(" + (" OR ".join(clauses) or "1 = 0") + ")", params
 
 
 class QueueSQL:
@@ -102,16 +116,22 @@ class QueueSQL:
 
     # -- claim ------------------------------------------------------------------
 
-    def claim(self, queue, limit, worker_id, now, kind=None):
-        """Move up to `limit` due jobs of `queue` (any queue when None), of `kind` if given, to running."""
+    def claim(self, queue, limit, worker_id, now, declared, kind=None):
+        """Move up to `limit` due jobs of `queue` (any queue when None), of `kind` if given, to running.
+
+        Only rows of the worker's `declared` work (a DeclaredWork) are taken: a row this worker
+        cannot run waits, attempt untouched, for one that can (SPEC 1.11)."""
         queue_filter = ("queue = %s AND " if queue else "") + ("kind = %s AND " if kind else "")
-        params = [now, worker_id] + ([queue] if queue else []) + ([kind] if kind else []) + [now, limit]
+        declared_sql, declared_params = _declared(declared)
+        params = (
+            [now, worker_id] + ([queue] if queue else []) + ([kind] if kind else []) + declared_params + [now, limit]
+        )
         with self.claim_transaction():
             cursor = self.execute(
                 "UPDATE jobs SET state = 'running', attempt = attempt + 1, "
                 "attempted_at = %s, attempted_by = %s "
                 "WHERE id IN (SELECT id FROM jobs "
-                f"WHERE {queue_filter}state IN ({_CLAIMABLE}) AND scheduled_at <= %s "
+                f"WHERE {queue_filter}{declared_sql} AND state IN ({_CLAIMABLE}) AND scheduled_at <= %s "
                 f"ORDER BY priority DESC, scheduled_at, id LIMIT %s{self.lock_clause}) "
                 f"RETURNING {CLAIM_COLUMNS}",
                 params,
@@ -120,10 +140,12 @@ class QueueSQL:
         # RETURNING order is unspecified; hand jobs out by priority, then age.
         return sorted(rows, key=lambda row: (-row[7], row[0]))
 
-    def has_due(self, queue, now):
+    def has_due(self, queue, now, declared):
+        declared_sql, declared_params = _declared(declared)
         cursor = self.execute(
-            f"SELECT 1 FROM jobs WHERE queue = %s AND state IN ({_CLAIMABLE}) AND scheduled_at <= %s LIMIT 1",
-            [queue, now],
+            f"SELECT 1 FROM jobs WHERE queue = %s AND {declared_sql} AND state IN ({_CLAIMABLE}) "
+            "AND scheduled_at <= %s LIMIT 1",
+            [queue, *declared_params, now],
         )
         return cursor.fetchone() is not None
 
@@ -171,11 +193,11 @@ class QueueSQL:
 
     # -- workers and rescue -----------------------------------------------------
 
-    def register_worker(self, worker_id, hostname, pid, queues, now):
+    def register_worker(self, worker_id, hostname, pid, queues, declared, now):
         self.execute(
-            "INSERT INTO job_workers (id, hostname, pid, queues, started_at, heartbeat_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s)",
-            [worker_id, hostname, pid, queues, now, now],
+            "INSERT INTO job_workers (id, hostname, pid, queues, kinds, passes, started_at, heartbeat_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            [worker_id, hostname, pid, queues, json.dumps(declared.kinds), json.dumps(declared.passes), now, now],
         )
 
     def heartbeat(self, worker_id, now):
@@ -189,6 +211,23 @@ class QueueSQL:
     def forget_dead_workers(self, stale_before):
         cursor = self.execute("DELETE FROM job_workers WHERE heartbeat_at < %s", [stale_before])
         return cursor.rowcount
+
+    def declared_by_live_workers(self, alive_since):
+        """[(kinds, passes)] as JSON text, of every worker whose heartbeat is newer than `alive_since`."""
+        cursor = self.execute("SELECT kinds, passes FROM job_workers WHERE heartbeat_at >= %s", [alive_since])
+        return cursor.fetchall()
+
+    def undeclared_waiting(self, declared, due_before):
+        """[(kind, args, oldest id)] of job rows due since before `due_before` that are not of
+        `declared`'s kinds or passes (args only for periodic_task rows, None otherwise)."""
+        declared_sql, declared_params = _declared(declared)
+        cursor = self.execute(
+            f"SELECT kind, CASE WHEN kind = '{PERIODIC_KIND}' THEN args END, MIN(id) FROM jobs "
+            f"WHERE state IN ({_CLAIMABLE}) AND scheduled_at <= %s AND payload IS NULL AND NOT {declared_sql} "
+            "GROUP BY 1, 2",
+            [due_before, *declared_params],
+        )
+        return cursor.fetchall()
 
     def orphaned_jobs(self, limit):
         """Running jobs whose worker has no live heartbeat row."""

@@ -1,5 +1,9 @@
 """`fulfillment_reconcile` (SPEC 2.16): every 15 minutes, a `reconcile`
-operation for up to 500 entitlements not reconciled in the last 15 minutes.
+operation for up to 500 entitlements not reconciled in the last 10 minutes,
+the longest unchecked first: so every run takes the ones the previous run
+checked, and a user the panel lost (wiped, restored from an old backup) is
+recreated within ceil(live entitlements / 500) runs — by the next run while
+there are at most 500.
 
 Keyed `reconcile:<entitlementID>:<bucket>` (now truncated to 15 minutes), so
 two passes in one bucket converge on one operation; correlation id
@@ -34,7 +38,7 @@ def bucket_of(now):
 
 
 def due_entitlements(now, limit=rules.RECONCILE_BATCH):
-    stale = now - datetime.timedelta(seconds=rules.RECONCILE_INTERVAL_S)
+    stale = now - datetime.timedelta(seconds=rules.RECONCILE_DUE_AFTER_S)
     horizon = now - datetime.timedelta(days=rules.RECONCILE_HORIZON_DAYS)
     return (
         Entitlement.select()

@@ -50,6 +50,20 @@ def customer():
     return Customer.get(Customer.telegram_id == ANN["id"])
 
 
+def receipts(fake):
+    said = [message["text"] or "" for message in fake.bot_messages(ANN["id"])]
+    return [text for text in said if text.startswith(("Payment received", "Paid "))]
+
+
+def deliver_notices(bot):
+    """Two ticks of the customer-notice loop: what it sends, it sends once."""
+    from bot.customer_notices import CustomerNoticeLoop
+
+    loop = CustomerNoticeLoop(bot.telebot, threading.Event())
+    loop.tick()
+    loop.tick()
+
+
 def choose(bot, fake, *presses):
     for data in presses:
         fake.press(ANN, data)
@@ -126,7 +140,10 @@ def test_stars_sends_an_xtr_invoice_and_its_payment_settles_the_order_once(bot, 
     assert (order.status, order.settled_by) == ("paid", "stars")
     (intent,) = PaymentIntent.select()
     assert (intent.provider, intent.status, intent.amount_minor) == ("stars", "succeeded", 250)
-    assert last(fake_telegram)["text"].startswith("Payment received: 250 ⭐. Your access is being set up")
+    assert receipts(fake_telegram) == []  # not an answer sent after the commit: a notice written with it
+    deliver_notices(bot)
+    (receipt,) = receipts(fake_telegram)
+    assert receipt.startswith("Payment received: 250 ⭐. Your access is being set up")
 
 
 def test_the_same_charge_in_a_second_update_pays_nothing_twice(bot, fake_telegram, plan):
@@ -137,17 +154,25 @@ def test_the_same_charge_in_a_second_update_pays_nothing_twice(bot, fake_telegra
     assert bot.drain() == [APPLIED, APPLIED]
     assert PaymentIntent.select().count() == 1
     assert Order.get_by_id(order.id).status == "paid"
-    texts = [message["text"] for message in fake_telegram.bot_messages(ANN["id"])]
-    assert sum(text.startswith("Payment received") for text in texts) == 1
+    deliver_notices(bot)
+    assert len(receipts(fake_telegram)) == 1
 
 
-@pytest.mark.parametrize("why", ["changed_price", "expired_order", "maintenance", "someone_elses_order"])
+@pytest.mark.parametrize(
+    "why",
+    ["changed_price", "wrong_currency", "wrong_currency_ru", "expired_order", "maintenance", "someone_elses_order"],
+)
 def test_pre_checkout_is_refused_with_a_reason_and_nothing_written(bot, fake_telegram, plan, why):
     choose(bot, fake_telegram, pay(plan, "stars", "XTR"))
     order = Order.get()
-    amount, user, expected = 250, ANN, None
+    amount, currency, user, expected = 250, "XTR", ANN, None
     if why == "changed_price":
         amount, expected = 200, "The price has changed."
+    elif why == "wrong_currency":
+        currency, expected = "USD", "This order is paid in Telegram Stars (XTR) only, not in USD."
+    elif why == "wrong_currency_ru":
+        Customer.update(language_code="ru").where(Customer.telegram_id == ANN["id"]).execute()
+        currency, expected = "EUR", "Этот заказ оплачивается только в Telegram Stars (XTR), а не в EUR."
     elif why == "expired_order":
         Order.update(expires_at=utcnow() - datetime.timedelta(seconds=1)).where(Order.id == order.id).execute()
         expected = "This order has expired or was already paid."
@@ -160,7 +185,7 @@ def test_pre_checkout_is_refused_with_a_reason_and_nothing_written(bot, fake_tel
         bot.drain()
         expected = "This payment can't be accepted."
     before = row_counts()
-    query = fake_telegram.pre_checkout(user, "XTR", amount, f"order:{order.id}")
+    query = fake_telegram.pre_checkout(user, currency, amount, f"order:{order.id}")
     assert bot.drain() == [REFUSED]
     assert row_counts() == before
     answer = fake_telegram.pre_checkout_answers()[query["pre_checkout_query"]["id"]]
@@ -181,7 +206,10 @@ def test_the_wallet_refuses_a_balance_too_small_and_pays_from_one_that_covers_it
     assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]
     order = Order.get(Order.operation == "purchase")
     assert (order.status, order.settled_by, order.amount_minor) == ("paid", "wallet", 19900)
-    assert last(fake_telegram)["text"].startswith("Paid 199.00 RUB from your wallet for Monthly.")
+    assert receipts(fake_telegram) == []
+    deliver_notices(bot)
+    (receipt,) = receipts(fake_telegram)
+    assert receipt.startswith("Paid 199.00 RUB from your wallet for Monthly.")
 
 
 @pytest.mark.parametrize("method, currency", [("yookassa", "RUB"), ("cryptobot", "USD")])
@@ -248,7 +276,6 @@ def test_a_plans_gift_screen_offers_its_ways_to_pay_for_a_card_and_leads_back_to
 
 
 def test_a_gift_paid_from_the_wallet_sends_its_code_once_and_a_friend_activates_it(bot, fake_telegram, plan, data_key):
-    from bot.customer_notices import CustomerNoticeLoop
     from commerce.activations import activate_gift_card
     from models.catalogue import GiftCard
     from models.fulfillment import Entitlement
@@ -258,16 +285,12 @@ def test_a_gift_paid_from_the_wallet_sends_its_code_once_and_a_friend_activates_
     assert choose(bot, fake_telegram, gift(plan, "wallet", "RUB")) == [APPLIED]
     order = Order.get(Order.operation == "gift")
     assert (order.status, order.settled_by, order.amount_minor) == ("fulfilled", "wallet", 19900)
-    assert last(fake_telegram)["text"] == (
-        "Paid 199.00 RUB from your wallet for a Monthly gift card. Its code follows in a moment."
-    )
     assert Entitlement.select().count() == 0  # the buyer gets the code, not the plan
 
-    loop = CustomerNoticeLoop(bot.telebot, threading.Event())
-    loop.tick()
-    loop.tick()
-    code_messages = [m for m in fake_telegram.bot_messages(ANN["id"]) if "gift card for Monthly:" in m.get("text", "")]
-    (sent,) = code_messages
+    deliver_notices(bot)
+    receipt, sent = fake_telegram.bot_messages(ANN["id"])[-2:]  # the receipt first, then the code
+    assert receipt["text"] == "Paid 199.00 RUB from your wallet for a Monthly gift card. Its code follows in a moment."
+    assert "gift card for Monthly:" in sent["text"]
     code = sent["text"].split(": ", 1)[1].split("\n", 1)[0]
     assert GiftCard.get().purchase_order_id == order.id and CustomerNotice.get().secret is None
 
@@ -283,7 +306,8 @@ def test_a_gift_paid_with_stars_says_its_code_follows(bot, fake_telegram, plan, 
     assert (order.operation, order.provider, order.amount_minor) == ("gift", "stars", 250)
     fake_telegram.successful_payment(ANN, "XTR", 250, f"order:{order.id}", charge_id="stx-gift-charge")
     assert bot.drain() == [APPLIED]
-    assert last(fake_telegram)["text"] == "Payment received: 250 ⭐. The code of your gift card follows in a moment."
+    deliver_notices(bot)
+    assert receipts(fake_telegram) == ["Payment received: 250 ⭐. The code of your gift card follows in a moment."]
     assert Order.get_by_id(order.id).status == "fulfilled" and GiftCard.get().purchase_order_id == order.id
 
 
@@ -305,3 +329,83 @@ def test_without_a_data_key_no_gift_card_is_offered_or_sold(bot, fake_telegram, 
     assert choose(bot, fake_telegram, *presses) == [REFUSED] * 3
     assert row_counts() == before
     assert last(fake_telegram)["text"] == "Gift cards can't be bought right now. Please try again later."
+
+
+# -- a plan the customer holds already: extend it, or a second subscription only when asked for --------------
+
+
+def extend(plan, slot, method, currency):
+    return keyboards.data(keyboards.EXTEND_PAY, f"{plan.id}:{slot}:{method}:{currency}")
+
+
+def test_a_plan_the_customer_holds_is_extended_on_the_same_link_unless_a_new_subscription_is_asked_for(
+    bot, fake_telegram, plan, bot_services
+):
+    from models.commerce import Subscription
+    from models.fulfillment import Entitlement, FulfillmentOperation
+    from tests.support.shop import fulfil
+
+    sales.topped_up(customer(), 100000, "RUB")
+    assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]  # no subscription yet: no choice
+    fulfil()
+    (subscription,) = Subscription.select()
+    (first,) = Entitlement.select()
+    (user,) = bot_services.panel.users()
+
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.PLAN, str(plan.id))) == [APPLIED]
+    shown = menu(fake_telegram)
+    assert shown["text"] == (
+        "You already have Monthly. Extend your subscription by 30 days (the same link, a later end), "
+        "or buy a new subscription with a link of its own?"
+    )
+    assert [(button["text"], button["callback_data"]) for button in buttons(shown)] == [
+        ("Extend my subscription", keyboards.data(keyboards.EXTEND, f"{plan.id}:{subscription.slot}")),
+        ("New subscription", keyboards.data(keyboards.NEW, str(plan.id))),
+        ("« Back", keyboards.data(keyboards.BUY)),
+    ]
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.EXTEND, f"{plan.id}:{subscription.slot}")) == [APPLIED]
+    shown = menu(fake_telegram)
+    assert shown["text"].startswith("Monthly: 30 days more after ")
+    assert buttons(shown)[1]["callback_data"] == extend(plan, subscription.slot, "wallet", "RUB")
+
+    assert choose(bot, fake_telegram, extend(plan, subscription.slot, "wallet", "RUB")) == [APPLIED]
+    extension = Order.get(Order.operation == "extension")
+    assert (extension.status, extension.subscription_id, extension.amount_minor) == ("paid", subscription.id, 19900)
+    (operation,) = FulfillmentOperation.select().where(FulfillmentOperation.correlation_id == f"order:{extension.id}")
+    fulfil()
+    assert Subscription.select().count() == 1  # no second subscription, so no second link
+    extended = Entitlement.get_by_id(operation.entitlement_id)
+    assert extended.subscription_id == subscription.id
+    assert extended.ends_at == first.ends_at + datetime.timedelta(days=30)
+    (after,) = bot_services.panel.users()
+    assert (after["id"], after["subscriptionUrl"]) == (user["id"], user["subscriptionUrl"])
+    assert after["expireAt"].startswith(extended.ends_at.isoformat(timespec="seconds"))
+    assert Subscription.get_by_id(subscription.id).remote_user_id == subscription.remote_user_id
+
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.NEW, str(plan.id))) == [APPLIED]
+    assert menu(fake_telegram)["text"] == "Monthly: how would you like to pay?"
+    assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]  # asked for: a second one
+    assert Subscription.select().count() == 2
+
+
+def test_an_extension_of_a_subscription_not_holding_the_plan_is_refused_and_nothing_written(bot, fake_telegram, plan):
+    sales.topped_up(customer(), 100000, "RUB")
+    before = row_counts()
+    assert choose(bot, fake_telegram, keyboards.data(keyboards.EXTEND, f"{plan.id}:1")) == [REFUSED]
+    assert choose(bot, fake_telegram, extend(plan, 1, "wallet", "RUB")) == [REFUSED]
+    assert row_counts() == before
+
+
+def test_an_extension_at_a_hosted_provider_gives_the_payment_page_of_an_extension_order(bot, fake_telegram, plan):
+    from models.commerce import Subscription
+    from tests.support.shop import fulfil
+
+    sales.topped_up(customer(), 100000, "RUB")
+    choose(bot, fake_telegram, pay(plan, "wallet", "RUB"))
+    fulfil()
+    (subscription,) = Subscription.select()
+    assert choose(bot, fake_telegram, extend(plan, subscription.slot, "yookassa", "RUB")) == [APPLIED]
+    order = Order.get(Order.operation == "extension")
+    (intent,) = PaymentIntent.select()
+    assert (order.status, order.subscription_id, intent.order_id) == ("pending", subscription.id, order.id)
+    assert buttons(last(fake_telegram))[0]["url"] == intent.confirmation_url

@@ -4,6 +4,7 @@ A screenshot goes to tests/artifacts/."""
 import pytest
 
 from models.commerce import Customer
+from tests.support.processes import wait_for
 from tests.web.test_browser import ARTIFACTS, browser  # noqa: F401  (the Chromium fixture)
 
 pytestmark = pytest.mark.processes
@@ -63,3 +64,40 @@ def test_a_person_buys_a_plan_with_stars_on_the_chat_page_and_sees_the_link_and_
     assert caption.locator("img").evaluate("image => image.naturalWidth") > 100  # the QR code PNG loaded
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "bot-chat-page-stars-purchase.png"), full_page=True)
+
+
+def test_a_button_presss_answer_shows_on_the_chat_page_as_a_toast_or_an_alert_to_dismiss(fake_telegram, browser):  # noqa: F811
+    import requests
+
+    from fakes.telegram import DEV_TOKEN
+
+    api = f"{fake_telegram.base_url}/bot{DEV_TOKEN}"
+    buttons = [{"text": "Free trial", "callback_data": "trial"}, {"text": "Menu", "callback_data": "menu"}]
+    markup = {"inline_keyboard": [buttons]}
+    requests.post(f"{api}/sendMessage", json={"chat_id": 3005, "text": "Main menu", "reply_markup": markup},
+                  timeout=5).raise_for_status()  # fmt: skip
+    page = browser.new_page(viewport={"width": 800, "height": 700})
+    page.goto(fake_telegram.chat_url)
+    page.fill("#user-id", "3005")
+
+    def press_and_answer(button, text, alert):
+        page.click(f".keyboard button:text-is('{button}')", timeout=10000)
+        wait_for(pressed, 10, message="the press reaching the fake")
+        query_id = pressed()[-1]
+        answer = {"callback_query_id": query_id, "text": text, "show_alert": alert}
+        assert requests.post(f"{api}/answerCallbackQuery", json=answer, timeout=5).json()["ok"] is True
+        answered.add(query_id)
+
+    answered = set()
+
+    def pressed():
+        return [entry["query_id"] for entry in fake_telegram.transcript(3005)
+                if entry["kind"] == "press" and entry["query_id"] not in answered]  # fmt: skip
+
+    press_and_answer("Free trial", "You have had your free trial already.", alert=True)
+    page.wait_for_selector("#alert:has-text('You have had your free trial already.')", timeout=10000)
+    page.click("#alert-ok")
+    page.wait_for_selector("#alert-shade", state="hidden", timeout=5000)
+    press_and_answer("Menu", "This menu is too old.", alert=False)
+    page.wait_for_selector("#toast:has-text('This menu is too old.')", timeout=10000)
+    assert page.locator("#alert-shade").is_hidden()

@@ -10,7 +10,7 @@ from bot.updates import APPLIED, REFUSED
 from commerce import codes
 from models.base import utcnow
 from models.catalogue import AccessCode, GiftCard, TrialActivation
-from models.commerce import Customer, Order
+from models.commerce import Customer, Order, Plan
 from models.fulfillment import Entitlement, FulfillmentOperation
 from tests.support import commerce as samples
 from tests.support.botruns import InProcessBot, row_counts
@@ -56,10 +56,11 @@ def test_a_gift_card_is_redeemed_once_into_a_period_being_set_up(bot, fake_teleg
     card, code = codes.issue_gift_card(plan, utcnow() + 30 * DAYS)
     fake_telegram.send_message(ANN, f"/code {code.lower()}")
     assert bot.drain() == [APPLIED]
-    assert said(fake_telegram).startswith(f"Code accepted: {plan.name}, 30 days.")
     [order] = orders_of(ANN, "gift")
     assert (order.status, order.amount_minor, order.settled_by) == ("paid", 0, "gift")
     entitlement = Entitlement.get(Entitlement.order == order.id)
+    ends = f"{entitlement.ends_at:%Y-%m-%d %H:%M}"
+    assert said(fake_telegram).startswith(f"Code accepted: {plan.name}, until {ends} UTC.")
     assert FulfillmentOperation.get(FulfillmentOperation.entitlement == entitlement.id).idempotency_key == (
         f"gift:{order.id}:fulfill"
     )
@@ -107,6 +108,21 @@ def test_the_menu_waits_for_a_code_a_wrong_one_is_refused_and_the_right_one_take
     assert len(orders_of(ANN, "code")) == 1
 
 
+@pytest.mark.parametrize("language", ["en", "ru"])
+def test_the_trial_says_when_it_ends_not_a_length_its_name_may_already_say(bot, fake_telegram, language):
+    """A plan named "Trial, 3 days" is announced with its end, never as "Trial, 3 days, 3 days"."""
+    trial = samples.priced_plan("trial", prices={"RUB": 0}, trial=True, days=3)
+    Plan.update(name="Trial, 3 days").where(Plan.id == trial.id).execute()
+    Customer.update(language_code=language).where(Customer.telegram_id == ANN["id"]).execute()
+    fake_telegram.press(ANN, keyboards.data(keyboards.TRIAL))
+    assert bot.drain() == [APPLIED]
+    ends = f"{Entitlement.get().ends_at:%Y-%m-%d %H:%M}"
+    expected = {"en": f"Your free trial is on: Trial, 3 days, until {ends} UTC. Your access is being set up",
+                "ru": f"Пробный период включён: «Trial, 3 days», до {ends} UTC. Доступ подключается"}  # fmt: skip
+    assert said(fake_telegram).startswith(expected[language])
+    assert "3 days, 3" not in said(fake_telegram) and "3 дня" not in said(fake_telegram)
+
+
 def test_an_expired_gift_card_is_refused(bot, fake_telegram, plan):
     _, code = codes.issue_gift_card(plan, utcnow() - DAYS)
     before = row_counts()
@@ -117,10 +133,9 @@ def test_an_expired_gift_card_is_refused(bot, fake_telegram, plan):
 
 
 def test_the_trial_is_taken_once_per_customer(bot, fake_telegram):
-    trial = samples.priced_plan("trial", prices={"RUB": 0}, trial=True, days=3)
+    samples.priced_plan("trial", prices={"RUB": 0}, trial=True, days=3)
     fake_telegram.press(ANN, keyboards.data(keyboards.TRIAL))
     assert bot.drain() == [APPLIED]
-    assert said(fake_telegram).startswith(f"Your free trial is on: {trial.name}, 3 days.")
     [order] = orders_of(ANN, "trial")
     assert (order.status, order.amount_minor, order.settled_by) == ("paid", 0, "trial")
     assert TrialActivation.select().count() == 1

@@ -132,3 +132,44 @@ def test_the_control_side_over_http_injects_and_reads(fake_telegram, telebot):
     bad = requests.post(f"{base}/faults", json={"method": "nope", "fault": "5xx"}, timeout=5)
     assert bad.status_code == 400 and "unknown method" in bad.json()["error"]
     assert DEV_TOKEN not in requests.get(f"{base}/stats", timeout=5).text
+
+
+def test_a_fake_without_state_numbers_updates_from_a_random_high_point_not_from_1():
+    from fakes.telegram import FakeTelegram
+
+    first_ids = {FakeTelegram().send_message(USER, "/start")["update_id"] for _ in range(3)}
+    assert len(first_ids) == 3 and min(first_ids) > 1 << 20
+
+
+def test_a_fake_restarted_on_its_state_file_keeps_chats_queued_updates_and_counter_and_fresh_starts_empty(tmp_path):
+    from fakes.telegram import FakeTelegram
+
+    state = tmp_path / "var" / "fake-telegram.state"
+    before = FakeTelegram(state_file=state).start()
+    try:
+        applied = before.send_message(USER, "/start")
+        api = f"{before.base_url}/bot{DEV_TOKEN}"
+        markup = {"inline_keyboard": [[{"text": "Menu", "callback_data": "menu"}]]}
+        requests.post(f"{api}/sendMessage", json={"chat_id": USER["id"], "text": "Welcome", "reply_markup": markup},
+                      timeout=5).raise_for_status()  # fmt: skip
+        requests.post(f"{api}/getUpdates", json={"offset": applied["update_id"] + 1}, timeout=5).raise_for_status()
+        before.press(USER, "menu")
+        before.send_photo(USER, b"photo bytes")
+        transcript, waiting = before.transcript(USER["id"]), before.waiting()
+    finally:
+        before.stop()
+    after = FakeTelegram(state_file=state).start()
+    try:
+        assert after.transcript(USER["id"]) == transcript and after.waiting() == waiting == 2
+        new = after.send_message(USER, "/start")
+        api = f"{after.base_url}/bot{DEV_TOKEN}"
+        press, photo, queued = requests.post(f"{api}/getUpdates", timeout=5).json()["result"]
+        assert queued["update_id"] == new["update_id"] == applied["update_id"] + 3  # the counter went on
+        query = {"callback_query_id": press["callback_query"]["id"], "text": "Done"}
+        assert requests.post(f"{api}/answerCallbackQuery", json=query, timeout=5).json()["ok"] is True
+        file_id = photo["message"]["photo"][-1]["file_id"]
+        assert requests.get(f"{after.base_url}/_fake/files/{file_id}", timeout=5).content == b"photo bytes"
+    finally:
+        after.stop()
+    fresh = FakeTelegram(state_file=state, fresh=True)
+    assert fresh.transcript(USER["id"]) == [] and fresh.waiting() == 0

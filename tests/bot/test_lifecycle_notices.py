@@ -120,7 +120,7 @@ def test_dunning_is_queued_once_per_period_however_many_renewal_runs_find_the_wa
         lifecycle.tick()
     dunning = notices(renewal.NOTICE_DUNNING)
     assert [notice.dedupe_key for notice in dunning] == [key_of(period)]
-    assert [notice.kind for notice in notices(lifecycle.EXPIRING_1D)] == [lifecycle.EXPIRING_1D]
+    assert [notice.kind for notice in notices()] == [renewal.NOTICE_DUNNING]  # not also "renew it from the menu"
 
 
 def test_the_loop_runs_ticks_until_stopped(database):
@@ -145,3 +145,104 @@ def test_every_lifecycle_kind_has_a_text_in_both_languages():
     for kind in lifecycle.KINDS:
         for language in texts.LANGUAGES:
             assert f"notice_{kind}" in texts.CATALOG[language]
+
+
+def told(notice, language):
+    """The notice's text as the customer-notice loop renders it, in `language`."""
+    from bot import customer_notices
+
+    Customer.update(language_code=language).where(Customer.id == notice.customer_id).execute()
+    return customer_notices.render(CustomerNotice.get_by_id(notice.id)).text
+
+
+def with_auto_renew(period, balance):
+    from tests.support.sales import topped_up
+
+    Subscription.update(auto_renew=True).where(Subscription.id == period.subscription_id).execute()
+    if balance:
+        topped_up(period.subscription.customer, balance, "RUB")
+    CustomerNotice.delete().execute()  # the top-up's own notice
+
+
+def test_a_new_trial_is_not_told_it_ends_at_once_and_in_its_last_day_is_offered_a_plan_to_buy(database):
+    from commerce import phase
+    from tests.support import commerce
+    from tests.support.sales import provision
+
+    trial_plan = commerce.priced_plan("trial", prices={"RUB": 0}, trial=True, days=3)
+    Plan.update(name="Trial, 3 days").where(Plan.id == trial_plan.id).execute()
+    customer = Customer.create(display_name="Tia", telegram_id=next(_telegram_ids))
+    settled = settle_order(create_order(customer.id, "trial", "RUB", plan_id=trial_plan.id).id, "trial")
+    provision(settled)
+    trial = Entitlement.get_by_id(settled.entitlement_id)
+    now = utcnow()
+    for moment in (now, now + HOUR, now + DAY):
+        lifecycle.tick(now=moment)
+        standing = phase.standings([trial.subscription_id], now=moment)[trial.subscription_id]
+        assert standing.phase == phase.ACTIVE  # not "ends soon" from the start
+    assert notices() == []
+    lifecycle.tick(now=trial.ends_at - HOUR)
+    lifecycle.tick(now=trial.ends_at + HOUR)
+    ending, ended = notices()
+    assert (ending.kind, ended.kind) == (lifecycle.TRIAL_ENDING, lifecycle.TRIAL_ENDED)
+    when = f"{trial.ends_at:%Y-%m-%d %H:%M} UTC"
+    assert told(ending, "en") == (
+        f"Your free trial ends tomorrow, on {when}. To keep your access, choose a plan under Buy in the menu."
+    )
+    assert told(ending, "ru") == (
+        f"Пробный период закончится завтра, {when}. Чтобы сохранить доступ, выберите тариф в меню «Купить»."
+    )
+    assert told(ended, "en").startswith(f"Your free trial ended on {when}. Choose a plan under Buy")
+    assert told(ended, "ru").startswith(f"Пробный период закончился {when}. Выберите тариф")
+
+
+def test_an_auto_renewing_subscription_the_wallet_covers_is_told_it_renews_and_never_asked_to_renew(database):
+    period = subscribed(ends_in=3 * DAY - HOUR)
+    with_auto_renew(period, 50000)
+    now = utcnow()
+    for moment in (now, now + DAY, now + 2 * DAY, now + 2 * DAY + HOUR):
+        lifecycle.tick(now=moment)
+    (notice,) = notices()
+    assert (notice.kind, notice.dedupe_key) == (lifecycle.RENEWS_FROM_WALLET, key_of(period))
+    when = f"{period.ends_at:%Y-%m-%d %H:%M} UTC"
+    assert told(notice, "en") == (
+        f"Your Monthly subscription renews from your wallet before it ends on {when}: 199.00 RUB "
+        "(your balance is 500.00 RUB). There is nothing you need to do."
+    )
+    assert told(notice, "ru").startswith(f"Подписка «Monthly» продлится с кошелька до окончания, {when}: 199.00 RUB")
+
+
+def test_an_auto_renewing_subscription_the_wallet_cannot_cover_gets_the_top_up_prompt(database):
+    period = subscribed(ends_in=3 * DAY - HOUR)
+    with_auto_renew(period, 10000)
+    now = utcnow()
+    for moment in (now, now + 2 * DAY, now + 2 * DAY + HOUR):
+        lifecycle.tick(now=moment)
+    (notice,) = notices()
+    assert notice.kind == lifecycle.RENEWAL_NEEDS_TOPUP
+    assert told(notice, "en") == (
+        f"Your Monthly subscription ends on {period.ends_at:%Y-%m-%d %H:%M} UTC. Auto-renewal pays 199.00 RUB from "
+        "your wallet, but your balance is 100.00 RUB: top up your wallet from the menu (Wallet) to keep your access."
+    )
+    assert "пополните кошелёк" in told(notice, "ru")
+
+
+def test_a_subscription_without_auto_renewal_is_told_how_to_extend_it(database):
+    subscribed(ends_in=3 * DAY - HOUR)
+    lifecycle.tick()
+    (notice,) = notices()
+    assert notice.kind == lifecycle.EXPIRING_3D
+    assert "(Buy → Monthly → Extend my subscription)" in told(notice, "en")
+    assert "(«Купить» → «Monthly» → «Продлить мою подписку»)" in told(notice, "ru")
+
+
+def test_an_auto_renewing_subscription_its_plan_no_longer_renews_is_told_it_ends(database):
+    from models.catalogue import PlanPrice
+
+    period = subscribed(ends_in=3 * DAY - HOUR)
+    with_auto_renew(period, 50000)
+    PlanPrice.delete().where(PlanPrice.plan == monthly().id, PlanPrice.currency == "RUB").execute()
+    now = utcnow()
+    for moment in (now, now + 2 * DAY + HOUR):
+        lifecycle.tick(now=moment)
+    assert [notice.kind for notice in notices()] == [lifecycle.EXPIRING_3D, lifecycle.EXPIRING_1D]

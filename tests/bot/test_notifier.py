@@ -119,6 +119,7 @@ def test_every_notice_kind_written_today_has_a_topic_and_a_sentence():
     from commerce.provider_refund import NOTICE_REFUND_FAILED
     from commerce.refunds import NOTICE_REFUND_MANUAL
     from fulfillment import rules
+    from omniflow import NOTICE_UNDECLARED_WORK
 
     kinds = (
         rules.NOTICE_ORDER_PAID,
@@ -127,6 +128,7 @@ def test_every_notice_kind_written_today_has_a_topic_and_a_sentence():
         NOTICE_REFUND_MANUAL,
         NOTICE_REFUND_FAILED,
         NOTICE_GIFT_CODE_UNDELIVERED,
+        NOTICE_UNDECLARED_WORK,
     )
     for kind in kinds:
         assert kind in texts.TOPIC_OF_KIND and kind in texts.NOTICE_TEXTS

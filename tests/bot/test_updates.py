@@ -1,5 +1,6 @@
 """SPEC 14.3, 14.4 in the test process: what an update does, over real HTTP to the fake Bot API, on both databases."""
 
+import contextlib
 import threading
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from bot import keyboards
 from bot.updates import APPLIED, DUPLICATE, FAILED, REFUSED, AnswerSender
 from commerce.settlement import settle_order
+from models.base import db
 from models.bot import BotUpdate
 from models.commerce import Customer
 from tests.support import commerce as samples
@@ -42,6 +44,34 @@ def test_start_creates_the_customer_from_the_telegram_user_and_a_second_start_fi
         keyboards.SUPPORT,
     ]  # fmt: skip
     assert BotUpdate.select().count() == 2
+
+
+def test_an_update_id_applied_before_the_repeat_window_is_a_new_update_and_one_inside_it_a_repeat(
+    bot, fake_telegram
+):
+    import datetime
+
+    from models.base import utcnow
+    from models.bot import UPDATE_REPEAT_WINDOW
+
+    first = fake_telegram.send_message(ANN, "/start")
+    second = fake_telegram.send_message(BOB, "/start")
+    assert bot.drain() == [APPLIED, APPLIED]
+    minute = datetime.timedelta(minutes=1)
+    for update, age in ((first, UPDATE_REPEAT_WINDOW + minute), (second, UPDATE_REPEAT_WINDOW - minute)):
+        BotUpdate.update(applied_at=utcnow() - age).where(BotUpdate.update_id == update["update_id"]).execute()
+    # Telegram numbering anew from below (a restarted bot asks without an offset): Ann's new /start
+    # carries her old update's id, while Bob's update is delivered again.
+    fake_telegram.discard_pending()
+    bot.offset = None
+    fake_telegram.inject({"update_id": first["update_id"], "message": {**first["message"], "message_id": 99}})
+    fake_telegram.inject(second)
+    assert bot.drain() == [APPLIED, DUPLICATE]
+    assert [m["text"].split(",")[0] for m in fake_telegram.bot_messages(ANN["id"])] == [
+        "Добро пожаловать", "С возвращением",
+    ]  # fmt: skip
+    assert len(fake_telegram.bot_messages(BOB["id"])) == 1
+    assert BotUpdate.get_by_id(first["update_id"]).applied_at > utcnow() - minute
 
 
 def test_a_replayed_update_is_skipped(bot, fake_telegram):
@@ -94,6 +124,21 @@ def test_the_language_follows_telegram_until_the_customer_chooses_one(bot, fake_
     assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("С возвращением, Bob!")
     assert Customer.get(Customer.telegram_id == BOB["id"]).language_code == "ru"
     assert all(answer["text"] is None for answer in fake_telegram.callback_answers().values())
+
+
+def test_a_press_on_a_message_too_old_to_edit_is_answered_in_words_with_a_fresh_menu(bot, fake_telegram):
+    from fakes.telegram import MESSAGE_ACCESSIBLE_S
+
+    fake_telegram.send_message(BOB, "/start")
+    bot.drain()
+    fake_telegram.age_chat(BOB["id"], MESSAGE_ACCESSIBLE_S + 60)
+    fake_telegram.press(BOB, keyboards.data(keyboards.LANGUAGE))
+    assert bot.drain() == [APPLIED]
+    (answer,) = fake_telegram.callback_answers().values()
+    assert answer["text"] == "This message is too old to change. Here is a fresh menu." and not answer["show_alert"]
+    old, fresh = fake_telegram.bot_messages(BOB["id"])
+    assert old["text"].startswith("Welcome, Bob!") and not old.get("edited")
+    assert fresh["text"] == "Main menu: choose what you need." and buttons(fresh)[0] == keyboards.BUY
 
 
 def test_my_subscriptions_shows_the_plan_its_state_and_end(bot, fake_telegram):
@@ -304,3 +349,65 @@ def test_a_write_a_handler_deferred_that_fails_fails_its_own_update_not_the_next
     assert sorted(row.update_id for row in BotUpdate.select()) == [first["update_id"], third["update_id"]]
     assert Customer.select().count() == 2
     assert "never sent" not in [message["text"] for message in fake_telegram.bot_messages(ANN["id"])]
+
+
+def test_a_returning_customer_who_changed_their_name_is_greeted_with_the_new_one(bot, fake_telegram):
+    fake_telegram.send_message(BOB, "/start")
+    fake_telegram.send_message({**BOB, "first_name": "Robert"}, "/start")
+    assert bot.drain() == [APPLIED, APPLIED]
+    assert fake_telegram.bot_messages(BOB["id"])[-1]["text"].startswith("Welcome back, Robert!")
+    assert Customer.get(Customer.telegram_id == BOB["id"]).display_name == "Robert"
+
+
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+
+
+def test_bidirectional_controls_in_a_name_never_reach_the_greeting(bot, fake_telegram):
+    eve = {"id": 503, "first_name": "\u202eEve" + BIDI_CONTROLS, "last_name": "\u2067Lee\u2069", "language_code": "en"}
+    fake_telegram.send_message(eve, "/start")
+    fake_telegram.send_message(eve, "/start")
+    assert bot.drain() == [APPLIED, APPLIED]
+    first, second = (message["text"] for message in fake_telegram.bot_messages(eve["id"]))
+    assert first.startswith("Welcome, Eve Lee! ") and second.startswith("Welcome back, Eve Lee!")
+    assert not set(first + second) & set(BIDI_CONTROLS)
+
+
+@contextlib.contextmanager
+def update_records_failing(backend):
+    """Writing an update's id fails: on PostgreSQL at the commit, after every write of the update's effect
+    (a deferred constraint trigger); on SQLite, which has none, when the id is inserted."""
+    if backend == "sqlite":
+        made = ["CREATE TRIGGER refuse_update_record BEFORE INSERT ON bot_updates "
+                "BEGIN SELECT RAISE(ABORT, 'update record refused'); END"]  # fmt: skip
+        dropped = ["DROP TRIGGER refuse_update_record"]
+    else:
+        made = [
+            "CREATE FUNCTION refuse_update_record() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RAISE EXCEPTION 'update record refused'; END $$",
+            "CREATE CONSTRAINT TRIGGER refuse_update_record AFTER INSERT ON bot_updates "
+            "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_update_record()",
+        ]
+        dropped = ["DROP TRIGGER refuse_update_record ON bot_updates", "DROP FUNCTION refuse_update_record()"]
+    for sql in made:
+        db.execute_sql(sql)
+    try:
+        yield
+    finally:
+        for sql in dropped:
+            db.execute_sql(sql)
+
+
+def test_an_update_whose_id_cannot_be_recorded_keeps_nothing_of_its_effect(bot, fake_telegram, backend):
+    """The id and the effect commit together: an effect committed on its own, with the id recorded in a
+    transaction after it, would leave the customer behind here."""
+    before = row_counts()
+    update = fake_telegram.send_message(ANN, "/start")
+    with update_records_failing(backend):
+        assert bot.drain() == [FAILED]
+    assert row_counts() == before
+    assert fake_telegram.bot_messages(ANN["id"])[-1]["text"].startswith("У нас что-то пошло не так")
+    fake_telegram.discard_pending()
+    bot.offset = None
+    fake_telegram.inject(update)  # delivered again: nothing says it was applied
+    assert bot.drain() == [APPLIED]
+    assert Customer.select().where(Customer.telegram_id == ANN["id"]).count() == 1

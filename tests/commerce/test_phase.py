@@ -18,9 +18,10 @@ NOW = datetime.datetime(2026, 12, 1, 12, 0, 0)
 DAY = datetime.timedelta(days=1)
 
 
-def period(status="active", ends_in=10 * DAY, grace_hours=24, paused=False):
+def period(status="active", ends_in=10 * DAY, grace_hours=24, paused=False, length=30 * DAY):
     return SimpleNamespace(
         status=status,
+        starts_at=NOW + ends_in - length,
         ends_at=NOW + ends_in,
         grace_period_hours=grace_hours,
         paused_at=NOW - DAY if paused else None,
@@ -43,6 +44,9 @@ def period(status="active", ends_in=10 * DAY, grace_hours=24, paused=False):
         (period(status="limited"), "fulfilled", False, False, "active"),
         (period(ends_in=3 * DAY), "fulfilled", False, False, "expiring"),
         (period(ends_in=3 * DAY + datetime.timedelta(seconds=1)), "fulfilled", False, False, "active"),
+        (period(ends_in=3 * DAY, length=3 * DAY), "fulfilled", False, False, "active"),
+        (period(ends_in=DAY + datetime.timedelta(seconds=1), length=3 * DAY), "fulfilled", False, False, "active"),
+        (period(ends_in=DAY, length=3 * DAY), "fulfilled", False, False, "expiring"),
         (period(ends_in=-datetime.timedelta(hours=23)), "fulfilled", False, False, "grace"),
         (period(ends_in=-datetime.timedelta(hours=24)), "fulfilled", False, False, "expired"),
         (period(ends_in=-datetime.timedelta(seconds=1), grace_hours=0), "fulfilled", False, False, "expired"),
@@ -61,6 +65,9 @@ def period(status="active", ends_in=10 * DAY, grace_hours=24, paused=False):
         "limited-by-traffic",
         "three-days-left",
         "more-than-three-days",
+        "a-3-day-trial-just-begun",
+        "a-3-day-trial-with-more-than-its-last-day-left",
+        "a-3-day-trial-in-its-last-day",
         "in-grace",
         "grace-over",
         "no-grace",

@@ -97,6 +97,22 @@ def test_a_wallet_payment_refunded_in_full_goes_back_to_the_wallet_in_the_refund
     assert refund_jobs() == []  # nothing to call
 
 
+def test_a_partial_refund_of_a_wallet_payment_moves_exactly_that_part_back_to_the_wallet(database):
+    buyer = sales.customer()
+    sales.topped_up(buyer, 50000)
+    order = create_order(buyer.id, "purchase", "RUB", plan_id=sales.plan().id)
+    settle_order(order.id, "wallet")
+
+    part = refund_order(order.id, 10000)
+
+    assert (part.status, part.refunded_amount_minor) == ("partially_refunded", 10000)
+    assert ledger.balance(buyer.id, "RUB") == 50000 - 29900 + 10000
+    refund = Refund.get(Refund.order == order.id)
+    assert (refund.destination, refund.status, refund.amount_minor) == ("wallet", "succeeded", 10000)
+    assert entries(refund.ledger_transaction_id) == sorted([(ledger.wallet(buyer.id), 10000), ("revenue", -10000)])
+    assert refund_jobs() == []
+
+
 def test_a_partial_refund_of_a_provider_payment_moves_that_amount_back_to_the_providers_clearing(database):
     buyer = sales.customer()
     order, _, _ = sales.paid_order(buyer, sales.plan())

@@ -89,6 +89,38 @@ def test_a_settlement_rolled_back_takes_its_ledger_movement_with_it(database):
     assert Order.get_by_id(order.id).status == "pending"
 
 
+@pytest.mark.parametrize(
+    "kind, currency, provider, settled_by, receipt",
+    [("purchase", "XTR", "stars", "stars", "payment_received"),
+     ("purchase", "RUB", None, "wallet", "paid_from_wallet"),
+     ("gift", "XTR", "stars", "stars", "gift_payment_received"),
+     ("gift", "RUB", None, "wallet", "gift_paid_from_wallet")],
+)  # fmt: skip
+def test_a_payment_in_the_chat_writes_its_receipt_in_the_settling_transaction(
+    database, kind, currency, provider, settled_by, receipt
+):
+    """The receipt is a customer notice of the settlement: rolled back with it, written once with it."""
+    from models.ops import CustomerNotice
+    from tests.support import sales
+
+    customer, plan = sales.customer(), rub_plan()
+    topped_up(customer, 50000)
+    CustomerNotice.delete().execute()  # the top-up's own notice
+    order = create_order(customer.id, kind, currency, plan_id=plan.id, provider=provider)
+    with pytest.raises(RuntimeError):
+        with db.atomic():
+            settle_order(order.id, settled_by)
+            assert CustomerNotice.select().where(CustomerNotice.kind == receipt).count() == 1
+            raise RuntimeError("the settling transaction failed afterwards")
+    assert CustomerNotice.select().count() == 0 and Order.get_by_id(order.id).status == "pending"
+    settle_order(order.id, settled_by)
+    settle_order(order.id, settled_by)  # a replay writes no second receipt
+    (notice,) = CustomerNotice.select().where(CustomerNotice.kind == receipt)
+    assert (notice.customer_id, notice.dedupe_key, notice.status) == (customer.id, f"order:{order.id}", "pending")
+    assert json.loads(notice.payload) == {"orderId": order.id, "planId": plan.id,
+                                          "amountMinor": order.amount_minor, "currency": currency}  # fmt: skip
+
+
 def test_a_wallet_purchase_with_funds_is_paid_from_the_wallet(database):
     customer = commerce.customer()
     topped_up(customer, 25000)

@@ -10,6 +10,7 @@ from commerce import payments
 from commerce.orders import create_order
 from commerce.stars import (
     AMOUNT_MISMATCH,
+    CURRENCY_MISMATCH,
     MAINTENANCE_ACTIVE,
     NOT_A_STARS_ORDER,
     ORDER_NOT_FOUND,
@@ -46,7 +47,7 @@ def test_precheck_is_ok_only_for_a_pending_stars_order_at_its_price_outside_main
     order = stars_order()
     assert precheck_stars(order.id, 250).ok
     assert precheck_stars(order.id, 249).code == AMOUNT_MISMATCH
-    assert precheck_stars(order.id, 250, currency="USD").code == AMOUNT_MISMATCH
+    assert precheck_stars(order.id, 250, currency="USD").code == CURRENCY_MISMATCH
     assert precheck_stars(999999, 250).code == ORDER_NOT_FOUND
     rub = create_order(commerce.customer().id, "purchase", "RUB", plan_id=order.plan_id, provider="yookassa")
     assert precheck_stars(rub.id, rub.amount_minor).code == NOT_A_STARS_ORDER

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import CRYPTOBOT_API_URL, YOOKASSA_API_URL, ConfigError, load_settings
+from fakes.remnawave import DEV_TOKEN as DEV_PANEL_TOKEN
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +38,35 @@ def test_session_cookies_are_secure_and_no_proxy_is_trusted_unless_configured():
     assert configured.trusted_proxy_count == 2
 
 
+def test_yookassa_notifications_are_taken_from_its_published_addresses_unless_configured_otherwise():
+    from ipaddress import ip_network
+
+    published = load_settings({}).yookassa_webhook_addresses
+    assert [str(network) for network in published] == [
+        "185.71.76.0/27", "185.71.77.0/27", "77.75.153.0/25", "77.75.156.11/32", "77.75.156.35/32",
+        "77.75.154.128/25", "2a02:5180::/32",
+    ]  # fmt: skip
+    assert load_settings({"APP_YOOKASSA_WEBHOOK_ADDRESSES": "*"}).yookassa_webhook_addresses is None
+    mine = load_settings({"APP_YOOKASSA_WEBHOOK_ADDRESSES": " 10.1.2.0/24, ::1 "}).yookassa_webhook_addresses
+    assert mine == (ip_network("10.1.2.0/24"), ip_network("::1/128"))
+    for bad in ("10.1.2.3/24", "yookassa.ru", ",", "10.0.0.0/33"):
+        with pytest.raises(ConfigError, match="APP_YOOKASSA_WEBHOOK_ADDRESSES"):
+            load_settings({"APP_YOOKASSA_WEBHOOK_ADDRESSES": bad})
+
+
+def test_the_webhook_rate_limit_defaults_to_a_providers_burst_and_must_be_positive():
+    assert load_settings({}).webhook_rate_limit == 600
+    assert load_settings({"APP_WEBHOOK_RATE_LIMIT": "5000"}).webhook_rate_limit == 5000
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(ConfigError, match="APP_WEBHOOK_RATE_LIMIT"):
+            load_settings({"APP_WEBHOOK_RATE_LIMIT": bad})
+
+
+def test_an_operator_session_is_kept_30_minutes_unused_unless_configured_up_to_12_hours():
+    assert load_settings({}).operator_idle_minutes == 30
+    assert load_settings({"APP_OPERATOR_IDLE_MINUTES": "720"}).operator_idle_minutes == 720
+
+
 def test_postgres_url_is_accepted_in_both_spellings():
     for url in ("postgres://u:p@db:5432/omniflow", "postgresql://u:p@db:5432/omniflow"):
         target = load_settings({"DATABASE_URL": url}).database
@@ -58,6 +88,8 @@ def test_postgres_url_is_accepted_in_both_spellings():
         ("APP_COOKIE_SECURE", "maybe"),
         ("APP_TRUSTED_PROXY", "proxy.internal"),
         ("APP_TRUSTED_PROXY_COUNT", "0"),
+        ("APP_OPERATOR_IDLE_MINUTES", "0"),
+        ("APP_OPERATOR_IDLE_MINUTES", "721"),
     ],
 )
 def test_bad_value_names_the_variable(variable, value):
@@ -71,6 +103,22 @@ def test_a_bad_secret_is_not_echoed():
     with pytest.raises(ConfigError) as error:
         load_settings({"APP_OPERATOR_TOKEN": "tooshort"})
     assert "tooshort" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["tiny", "a-long-token-that-is-no-jwt-0123", "one.two.three", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0", "a b.c.d"],
+)
+def test_a_panel_token_that_is_no_jwt_is_refused_with_the_rule_and_never_echoed(token):
+    with pytest.raises(ConfigError) as error:
+        load_settings({"APP_REMNAWAVE_TOKEN": token})
+    assert error.value.variable == "APP_REMNAWAVE_TOKEN"
+    assert "JWT" in str(error.value) and "three base64url parts" in str(error.value)
+    assert token not in str(error.value)
+
+
+def test_a_panel_token_shaped_like_the_panels_jwts_is_accepted():
+    assert load_settings({"APP_REMNAWAVE_TOKEN": DEV_PANEL_TOKEN}).remnawave_token == DEV_PANEL_TOKEN
 
 
 def test_dotenv_file_is_read_and_the_environment_wins(tmp_path, monkeypatch):
@@ -193,3 +241,28 @@ def test_the_bot_refuses_to_start_without_a_token(tmp_path):
     result = subprocess.run([sys.executable, "omniflow.py", "bot"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 2
     assert "APP_TELEGRAM_BOT_TOKEN" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_worker_metrics_listen_on_loopback_unless_told_and_beyond_it_only_behind_the_metrics_token():
+    assert load_settings({}).worker_metrics_address == "127.0.0.1"
+    with pytest.raises(ConfigError) as error:
+        load_settings({"APP_WORKER_METRICS_ADDRESS": "0.0.0.0"})
+    assert error.value.variable == "APP_WORKER_METRICS_ADDRESS"
+    token = "metrics-token-0123456789"
+    settings = load_settings({"APP_WORKER_METRICS_ADDRESS": "0.0.0.0", "APP_METRICS_TOKEN": token})
+    assert (settings.worker_metrics_address, settings.metrics_token) == ("0.0.0.0", token)
+    assert token in settings.secrets()
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"APP_METRICS_TOKEN": "short-token"},
+        {"APP_METRICS_TOKEN": "same-token-0123456789", "APP_OPERATOR_TOKEN": "same-token-0123456789"},
+    ],
+)
+def test_a_metrics_token_is_long_and_not_the_operator_token(environ):
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ)
+    assert error.value.variable == "APP_METRICS_TOKEN"
+    assert environ["APP_METRICS_TOKEN"] not in str(error.value)

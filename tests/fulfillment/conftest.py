@@ -3,11 +3,11 @@ a real HTTP server on 127.0.0.1, through the real adapter."""
 
 import pytest
 
-from fakes.remnawave import FakeRemnawave
+from fakes.remnawave import FakeRemnawave, api_token
 from integrations.remnawave import RemnawaveClient
 from jobs.fulfillment import use_panel
 
-PANEL_TOKEN = "test-panel-token-0123456789"
+PANEL_TOKEN = api_token("test")
 
 
 @pytest.fixture(scope="session")

@@ -4,20 +4,25 @@ import datetime
 import threading
 
 import pytest
+import requests
 
+from commerce import phase
 from commerce.settlement import settle_order
 from fulfillment import changes, repair, rules
 from fulfillment.desired_state import DesiredState
 from jobs import fulfillment as worker
 from jobs.passes import fulfillment_reconcile, fulfillment_revive
-from models.base import utcnow
-from models.fulfillment import Entitlement, FulfillmentOperation
+from models.base import db, utcnow
+from models.commerce import Order
+from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentOperation
 from models.jobs import Job
 from models.ops import AuditEvent
 from models.transactions import retry_serializable
 from tests.fulfillment.test_worker import enqueue, job_of, op, run_operation, subscription_of
 from tests.support import commerce
 from tests.support.direct import run_next
+from tests.web import test_panel_api as api
+from tests.web.conftest import serving
 
 # Every test that settles or refunds an order leaves a balanced ledger and no wallet below zero.
 pytestmark = pytest.mark.usefixtures("ledger_invariant")
@@ -317,6 +322,38 @@ def test_a_renewal_of_a_paused_subscription_stays_paused_until_a_resume_gives_th
     assert panel.user(username)["status"] == "ACTIVE"
 
 
+def test_a_reprovision_after_a_cancelled_create_gives_the_paid_customer_access(panel):
+    settlement = settle_order(commerce.order(commerce.customer(), commerce.limited_plan()).id, "provider_webhook")
+    subscription = subscription_of(settlement)
+    with db.atomic():
+        repair.cancel_operation(settlement.operation_id, "ops@example", "the advice says so")
+    assert phase.standings([subscription.id])[subscription.id].phase == phase.FAILED
+    operation = changes.reprovision(subscription.customer_id, subscription.id, "req-1", "ops@example", "ticket 9")
+    assert (operation.operation, operation.entitlement_id) == ("create", settlement.entitlement_id)
+    run_operation(operation.id)
+    assert op(operation.id).status == "succeeded"
+    assert panel.user(subscription_of(settlement).remote_username) is not None
+    assert phase.standings([subscription.id])[subscription.id].phase == phase.ACTIVE
+    assert Order.get_by_id(Entitlement.get_by_id(settlement.entitlement_id).order_id).status == "fulfilled"
+
+
+def test_a_reprovision_of_a_renewal_whose_create_failed_creates_it_on_the_user_the_first_period_made(provisioned):
+    subscription = subscription_of(provisioned)
+    plan = Entitlement.get_by_id(provisioned.entitlement_id).plan
+    order = commerce.order(subscription.customer, plan, "renewal", subscription)
+    renewal = settle_order(order.id, "provider_webhook")
+    FulfillmentOperation.update(status="failed", last_error_code=rules.INVALID_DESIRED_STATE).where(
+        FulfillmentOperation.id == renewal.operation_id
+    ).execute()
+    assert phase.standings([subscription.id])[subscription.id].phase == phase.FAILED
+    operation = changes.reprovision(subscription.customer_id, subscription.id, "req-1", "ops@example", "ticket 9")
+    assert (operation.operation, operation.entitlement_id) == ("create", renewal.entitlement_id)
+    run_operation(operation.id)
+    assert op(operation.id).status == "succeeded"
+    assert phase.standings([subscription.id])[subscription.id].phase == phase.ACTIVE
+    assert subscription_of(renewal).remote_user_id == subscription.remote_user_id
+
+
 # -- the reconcile pass (SPEC 2.16) ----------------------------------------------------------------
 
 
@@ -345,6 +382,34 @@ def test_reconcile_pass_selects_due_entitlements_only_and_converges_within_a_buc
     run_operation(reconcile.id)
     assert Entitlement.get_by_id(old.id).reconciled_at > now - datetime.timedelta(seconds=5)
     assert fresh.id != old.id
+
+
+def test_a_panel_that_lost_every_user_gets_them_back_by_the_next_reconcile_run_and_the_drift_page_says_so(panel):
+    customer, plan = commerce.customer(), commerce.limited_plan()
+    settled = [settle_order(commerce.order(customer, plan).id, "provider_webhook") for _ in range(3)]
+    now = utcnow()  # a run's checks end a little after it started
+    for settlement in settled:
+        run_operation(settlement.operation_id)
+    assert fulfillment_reconcile.dispatch(utcnow()) == (0, 0)  # all just checked
+    for user in panel.users():
+        panel.delete_user(user["username"])
+
+    next_run = now + datetime.timedelta(seconds=rules.RECONCILE_INTERVAL_S)
+    assert fulfillment_reconcile.dispatch(next_run) == (3, 0)
+    for reconcile in FulfillmentOperation.select().where(FulfillmentOperation.operation == "reconcile"):
+        run_operation(reconcile.id)
+        assert op(reconcile.id).status == "succeeded"
+    assert sorted(user["username"] for user in panel.users()) == sorted(
+        subscription_of(settlement).remote_username for settlement in settled
+    )
+    drifts = EntitlementDrift.select().where(EntitlementDrift.kind == "missing_remote")
+    assert sorted(drift.entitlement_id for drift in drifts) == sorted(s.entitlement_id for s in settled)
+    assert {drift.status for drift in drifts} == {"resolved"}
+
+    with serving() as web:
+        text = requests.get(web + "/panel/system/drift", headers=api.session_of(web), timeout=10).text
+    assert "3 user(s) were missing on the panel and were recreated by reconcile" in text
+    assert text.count("<td>missing_remote</td>") == 3 and "matches the panel" not in text
 
 
 def test_reconcile_buckets_are_fifteen_minutes():

@@ -1,5 +1,5 @@
 """SPEC 2.2, 2.8, 8.1: settlement writes the order, entitlement, operation, job,
-outbox event and notice together; idempotency keys are promises."""
+outbox event and notice together, whatever paid the order; idempotency keys are promises."""
 
 import datetime
 import json
@@ -7,16 +7,26 @@ from dataclasses import replace
 
 import pytest
 
+from commerce import ledger
+from commerce.activations import activate_access_code, activate_gift_card, activate_trial
+from commerce.codes import issue_access_code, issue_gift_card
+from commerce.orders import create_order
+from commerce.passes import renewal
+from commerce.payments import apply_payment
 from commerce.refunds import refund_order
 from commerce.settlement import SettlementRejected, settle_order
+from commerce.stars import settle_stars_payment
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import IDEMPOTENCY_MISMATCH, FulfillmentRequestRejected, enqueue_operation
+from integrations.payments import STATUS_SUCCEEDED, ProviderPayment
+from models import ALL_MODELS
 from models.base import db, utcnow
-from models.commerce import Order, Subscription
+from models.commerce import Order, Plan, Subscription
 from models.fulfillment import Entitlement, FulfillmentOperation
-from models.jobs import Job
+from models.jobs import Job, JobLeader, JobPeriodic, JobWorker
 from models.ops import OperatorNotice, OutboxEvent
-from tests.support import commerce
+from models.transactions import is_postgres
+from tests.support import commerce, sales
 
 # Every test that settles or refunds an order leaves a balanced ledger and no wallet below zero.
 pytestmark = pytest.mark.usefixtures("ledger_invariant")
@@ -220,3 +230,145 @@ def test_operations_outside_the_eight_are_refused_by_the_service_and_the_databas
     with pytest.raises(IntegrityError):
         with db.atomic():
             FulfillmentOperation.update(operation="delete_everything").execute()
+
+
+# -- a job that cannot be written: the whole settlement goes, whatever paid the order ------------------------
+# The database refuses the job's row (a trigger on `jobs`) and nothing wraps the settlement in a transaction of
+# the test's own: a settlement that committed and only then inserted its job would leave a paid order that
+# nothing fulfils, and an outer transaction would have hidden that by taking the late job back with it.
+
+FUNDS = 100000
+REFUSED = "the fulfillment job cannot be written"
+QUEUE_MACHINERY = (JobWorker, JobLeader, JobPeriodic)  # no settlement writes them
+
+
+@pytest.fixture
+def job_insert_fails(database):
+    if is_postgres():
+        db.execute_sql(
+            "CREATE FUNCTION refuse_fulfillment_job() RETURNS trigger LANGUAGE plpgsql AS"
+            f" $$ BEGIN RAISE EXCEPTION '{REFUSED}'; END $$"
+        )
+        db.execute_sql(
+            "CREATE TRIGGER refuse_fulfillment_job BEFORE INSERT ON jobs FOR EACH ROW"
+            " WHEN (NEW.kind = 'fulfillment') EXECUTE FUNCTION refuse_fulfillment_job()"
+        )
+    else:
+        db.execute_sql(
+            "CREATE TRIGGER refuse_fulfillment_job BEFORE INSERT ON jobs WHEN NEW.kind = 'fulfillment'"
+            f" BEGIN SELECT RAISE(ABORT, '{REFUSED}'); END"
+        )
+    yield
+    db.execute_sql("DROP TRIGGER refuse_fulfillment_job" + (" ON jobs" if is_postgres() else ""))
+    if is_postgres():
+        db.execute_sql("DROP FUNCTION refuse_fulfillment_job()")
+
+
+def state():
+    """Every row the settlement could write, and every order's and wallet's standing."""
+    rows = {model.__name__: model.select().count() for model in ALL_MODELS if model not in QUEUE_MACHINERY}
+    rows["orders"] = sorted((o.id, o.status, o.paid_at) for o in Order.select())
+    rows["wallets"] = sorted(
+        (o.customer_id, ledger.balance(o.customer_id, o.currency)) for o in Order.select() if o.currency
+    )
+    return rows
+
+
+def buyer(funds=0):
+    customer = sales.customer()
+    if funds:
+        sales.topped_up(customer, funds)
+    return customer
+
+
+def provider_order(provider, currency="RUB"):
+    return create_order(buyer().id, "purchase", currency, plan_id=sales.plan().id, provider=provider)
+
+
+def paid_at(provider):
+    order = provider_order(provider)
+    payment = ProviderPayment(
+        provider=provider,
+        payment_id=f"{provider}-{order.id}",
+        status=STATUS_SUCCEEDED,
+        provider_status="succeeded",
+        amount_minor=order.amount_minor,
+        currency=order.currency,
+        order_id=order.id,
+    )
+    return lambda: apply_payment(payment, "provider_webhook")
+
+
+def paid_in_stars():
+    order = provider_order("stars", "XTR")
+    return lambda: settle_stars_payment(order.id, f"charge-{order.id}", order.amount_minor)
+
+
+def paid_from_wallet():
+    order = create_order(buyer(FUNDS).id, "purchase", "RUB", plan_id=sales.plan().id)
+    return lambda: settle_order(order.id, "wallet")
+
+
+def renewed_from_wallet():
+    customer = buyer(FUNDS)
+    order, settlement, _ = sales.paid_order(customer, sales.plan())
+    sales.provision(settlement)
+    renewal_order = create_order(
+        customer.id, "renewal", "RUB", plan_id=order.plan_id, subscription_id=Order.get_by_id(order.id).subscription_id
+    )
+    return lambda: settle_order(renewal_order.id, "renewal")
+
+
+def renewed_by_the_pass():
+    customer = buyer(FUNDS)
+    _, settlement, _ = sales.paid_order(customer, sales.plan())
+    subscription = sales.provision(settlement)
+    Subscription.update(auto_renew=True).where(Subscription.id == subscription.id).execute()
+    ends_at = utcnow().replace(microsecond=0) + datetime.timedelta(hours=2)  # due: within the pass's day
+    Entitlement.update(ends_at=ends_at).where(Entitlement.id == settlement.entitlement_id).execute()
+    return renewal.run
+
+
+def redeemed_gift_card():
+    _, code = issue_gift_card(sales.plan(), utcnow().replace(microsecond=0) + datetime.timedelta(days=9))
+    customer = buyer()
+    return lambda: activate_gift_card(customer.id, code)
+
+
+def activated_access_code():
+    _, code = issue_access_code(sales.plan(), 5)
+    customer = buyer()
+    return lambda: activate_access_code(customer.id, code)
+
+
+def started_trial():
+    plan = sales.plan("trial", prices={"RUB": 0})
+    Plan.update(trial=True).where(Plan.id == plan.id).execute()
+    customer = buyer()
+    return lambda: activate_trial(customer.id)
+
+
+WAYS = {
+    "yookassa": lambda: paid_at("yookassa"),
+    "cryptobot": lambda: paid_at("cryptobot"),
+    "stars": paid_in_stars,
+    "wallet": paid_from_wallet,
+    "renewal": renewed_from_wallet,
+    "renewal pass": renewed_by_the_pass,
+    "gift card": redeemed_gift_card,
+    "access code": activated_access_code,
+    "trial": started_trial,
+}
+
+
+@pytest.mark.parametrize("way", sorted(WAYS))
+def test_a_settlement_whose_job_cannot_be_written_leaves_nothing_of_itself(database, way, request):
+    settle = WAYS[way]()
+    before = state()
+    request.getfixturevalue("job_insert_fails")
+    assert not db.in_transaction()
+
+    with pytest.raises(Exception, match=REFUSED):
+        settle()
+
+    assert state() == before

@@ -96,6 +96,20 @@ def test_create_retried_after_a_lost_response_makes_no_second_user(panel):
     assert len(panel.users()) == 1
 
 
+def test_a_create_answered_username_exists_adopts_the_user_made_concurrently_in_the_same_attempt(panel):
+    plan = commerce.limited_plan()
+    settlement = settle(plan)
+    username = username_for(subscription_of(settlement).id)
+    panel.create_concurrently(username, utcnow(), traffic_limit_bytes=1, hwid_device_limit=9)
+    run_operation(settlement.operation_id)
+    operation = op(settlement.operation_id)
+    assert operation.status == "succeeded" and operation.attempt_count == 1
+    [user] = panel.users()
+    assert user["username"] == username and panel.stats()["creates_applied"] == {}
+    assert user["trafficLimitBytes"] == plan.traffic_allowance_bytes and user["hwidDeviceLimit"] == 3
+    assert subscription_of(settlement).remote_user_id == str(user["id"])
+
+
 def test_a_second_subscription_never_retires_the_first_ones_entitlement(panel):
     customer, plan = commerce.customer(), commerce.limited_plan()
     first, second = settle(plan, customer), settle(plan, customer)

@@ -3,14 +3,14 @@
 import pytest
 
 from fakes.cryptobot import FakeCryptoBot
-from fakes.remnawave import FakeRemnawave
+from fakes.remnawave import FakeRemnawave, api_token
 from fakes.yookassa import FakeYooKassa
 from integrations.payments.cryptobot import CryptoBotProvider
 from integrations.payments.yookassa import YooKassaProvider
 from integrations.remnawave import RemnawaveClient
 from tests.support.receiver import WebhookReceiver
 
-PANEL_TOKEN = "fake-panel-token-5d1e9b7c3a"
+PANEL_TOKEN = api_token("fake-panel")
 YOOKASSA_SHOP_ID = "506751"
 YOOKASSA_SECRET = "test_Fh8hUAVVBGUGbjmlzba6TB0iyUbos_lueTHE-axOwM0"
 CRYPTOBOT_TOKEN = "9009:AAq9rjBtD7tw5Uc0WvMjTBa3T1nLL3KfTmX"

@@ -28,7 +28,7 @@ def receiver():
 
 @pytest.fixture
 def sender():
-    sender = webhooks.WebhookSender(timeout=0.5)
+    sender = webhooks.WebhookSender(timeout=0.5, allow_private=True)  # the receivers listen on 127.0.0.1
     yield sender
     sender.close()
 

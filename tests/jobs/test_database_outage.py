@@ -29,7 +29,7 @@ from tests.support.processes import wait_for
 
 def claim(worker_id, queue="critical"):
     sql = job_sql()
-    (row,) = sql.claim(queue, 1, worker_id, utcnow())
+    (row,) = sql.claim(queue, 1, worker_id, utcnow(), huey.declared_work())
     return ClaimedJob.from_row(row, worker_id, sql)
 
 
@@ -120,7 +120,7 @@ def test_a_leader_back_from_an_outage_declares_nobody_dead_until_heartbeats_had_
     leader = Maintenance(huey, SimpleNamespace(worker_id="worker-a", runner=huey.runner), register=lambda: None)
     sql = job_sql()
     silent_since = utcnow() - datetime.timedelta(seconds=WORKER_STALE_AFTER_S + 30)
-    sql.register_worker("worker-b", "host", 1, "critical:16", silent_since)
+    sql.register_worker("worker-b", "host", 1, "critical:16", huey.declared_work(), silent_since)
     job_id = insert("t_record", {"n": 1}).job_id
     claim("worker-b")
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from commerce.settlement import settle_order
-from fakes.remnawave import FakeRemnawave
+from fakes.remnawave import FakeRemnawave, api_token
 from models.fulfillment import Entitlement, FulfillmentHistory, FulfillmentOperation
 from models.jobs import Job, JobWorker
 from tests.support import commerce
@@ -20,7 +20,7 @@ from tests.support.processes import HUEY_CONSUMER, ROOT, wait_for
 
 pytestmark = pytest.mark.processes
 
-PANEL_TOKEN = "consumer-test-panel-token-0123456789"
+PANEL_TOKEN = api_token("consumer-test")
 ORDERS = 300
 PANEL_LATENCY_MS = 150  # a burn of several seconds, so the SIGTERM lands in the middle of it
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -93,3 +94,53 @@ def test_with_a_directory_and_a_key_backup_is_registered_and_the_first_leader_ru
     )
     assert len(written) == 1
     assert KEY not in worker.log()
+
+
+def summary(worker):
+    wait_for(lambda: worker.lines("periodic passes registered"), timeout=30, message="the worker's start")
+    return [line for line in worker.log().splitlines() if line.startswith("worker: ")]
+
+
+def test_a_worker_with_nothing_configured_says_what_it_runs_against_and_what_it_lacks(
+    database, database_url, tmp_path
+):
+    secret = "s3cret-database-password"  # PostgreSQL's trust authentication takes it and ignores it
+    parts = urlsplit(database_url)
+    url = parts._replace(netloc=f"{parts.username}:{secret}@{parts.hostname}:{parts.port}").geturl()
+    worker = Worker(url if parts.scheme.startswith("postgres") else database_url, tmp_path / "bare.log")
+    try:
+        lines = summary(worker)
+    finally:
+        worker.stop()
+    [database_line] = [line for line in lines if line.startswith("worker: database: ")]
+    assert ("PostgreSQL at " if parts.scheme.startswith("postgres") else "SQLite file ") in database_line
+    [missing] = [line for line in lines if line.startswith("worker: not configured: ")]
+    for lacking in ("panel (APP_REMNAWAVE_URL", "payment providers", "data key", "backups (APP_BACKUP_DIR)"):
+        assert lacking in missing
+    [undeclared] = [line for line in lines if line.startswith("worker: not declared")]
+    assert "periodic pass backup (APP_BACKUP_DIR is not set)" in undeclared
+    assert "periodic pass outbox_publish (APP_DATA_ENCRYPTION_KEY is not set)" in undeclared
+    assert secret not in worker.log()
+
+
+def test_a_configured_worker_names_its_panel_and_declares_every_pass(start_worker, tmp_path):
+    worker = start_worker(
+        APP_REMNAWAVE_URL="http://127.0.0.1:3010/panel",
+        APP_REMNAWAVE_TOKEN="panel-token-0123456789",
+        APP_BACKUP_DIR=str(tmp_path / "backups"),
+        APP_DATA_ENCRYPTION_KEY=KEY,
+    )
+    lines = summary(worker)
+    assert "worker: panel: http://127.0.0.1:3010/panel" in lines
+    [missing] = [line for line in lines if line.startswith("worker: not configured: ")]
+    assert "panel" not in missing.replace("payment providers", "") and "data key" not in missing
+    assert not [line for line in lines if line.startswith("worker: not declared")]
+
+
+def test_a_worker_on_the_development_file_says_so():
+    import omniflow
+    from config.settings import load_settings
+
+    [database, *_] = omniflow.worker_summary(load_settings({}), {})
+    assert database.startswith("database: SQLite file ")
+    assert database.endswith("(DATABASE_URL is not set: the development file)")

@@ -2,9 +2,12 @@
 snooze without spending an attempt; self-cancel; errors stored redacted."""
 
 import datetime
+import logging
 
-from jobs import client, insert
-from jobs.engine.kinds import river_backoff
+from config.logging import RedactingFormatter
+from jobs import client, huey, insert
+from jobs.engine.executor import ClaimedJob, job_sql
+from jobs.engine.kinds import DeclaredWork, river_backoff
 from models.base import utcnow
 from models.jobs import Job
 from security.redactor import register_secret
@@ -74,7 +77,19 @@ def test_errors_stored_on_the_row_pass_through_the_redactor(database):
     assert "RuntimeError" in stored and "panel.example.com" in stored
 
 
-def test_job_of_an_unknown_kind_errors_and_is_retried_not_dropped(database):
+def test_a_failed_jobs_log_line_names_the_error_class_and_its_redacted_message(database, caplog):
+    register_secret("sk_live_0123456789abcdef")
+    job_id = insert("t_fail", {"message": "panel refused token sk_live_0123456789abcdef\nsecond line"}).job_id
+    with caplog.at_level(logging.WARNING, logger="omniflow.jobs"):
+        run_next()
+    [record] = [r for r in caplog.records if r.getMessage() == "job retryable" and r.job_id == job_id]
+    assert record.error == "RuntimeError: panel refused token [redacted]"
+    line = RedactingFormatter().format(record)
+    assert "error=RuntimeError: panel refused token [redacted]" in line
+    assert "sk_live_0123456789abcdef" not in line
+
+
+def test_job_of_a_kind_this_worker_has_not_declared_is_left_waiting_never_failed(database):
     from models.base import db
 
     now = utcnow()
@@ -84,13 +99,18 @@ def test_job_of_an_unknown_kind_errors_and_is_retried_not_dropped(database):
         [now, now],
     )
     job_id = Job.select().get().id
-    assert run_next() == job_id
+    assert run_next() is None
     row = Job.get_by_id(job_id)
-    assert row.state == "retryable"
-    assert "retired_kind" in row.error_list[-1]["error"]
-    make_due(job_id)
-    run_next()
-    assert Job.get_by_id(job_id).state == "discarded"
+    assert (row.state, row.attempt, row.error_list) == ("available", 0, [])
+
+    # Reached anyway (claimed for a declared set the runner's process does not have): it goes
+    # back to the queue with its attempt refunded, for a worker that runs it.
+    sql = job_sql()
+    [claimed] = sql.claim(None, 1, "worker-a", utcnow(), DeclaredWork(("retired_kind",), ()))
+    huey.runner.run_claimed(ClaimedJob.from_row(claimed, "worker-a", sql))
+    row = Job.get_by_id(job_id)
+    assert (row.state, row.attempt, row.error_list) == ("scheduled", 0, [])
+    assert row.scheduled_at > utcnow()
 
 
 def test_scheduled_job_waits_for_its_time(database):

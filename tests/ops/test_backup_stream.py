@@ -1,5 +1,6 @@
 """The encrypted backup format: what goes in comes out, and any change to the file is refused."""
 
+import base64
 import io
 
 import pytest
@@ -68,13 +69,38 @@ def test_two_files_of_the_same_plaintext_differ_entirely():
     assert first[HEADER.size :] != second[HEADER.size :] and first[:16] == second[:16]
 
 
-def test_a_flipped_byte_anywhere_after_the_magic_is_refused():
+def test_a_flipped_byte_anywhere_after_the_version_is_refused_as_damaged():
     sealed = seal(plaintext_of(3 * CHUNK + 5))
-    for position in range(len(b"OMNIBKUP"), len(sealed), 3):
+    for position in range(len(b"OMNIBKUP") + 1, len(sealed), 3):
         tampered = bytearray(sealed)
         tampered[position] ^= 0x01
-        with pytest.raises((BackupDamaged, UnknownBackupKey, NotABackup)):
+        with pytest.raises(BackupDamaged):
             unseal(bytes(tampered))
+
+
+def test_damaged_key_id_bytes_are_reported_as_damage_not_as_an_unknown_key():
+    key_id_at = len(b"OMNIBKUP") + 1
+    for position in range(key_id_at, key_id_at + len(KEY.key_id)):
+        tampered = bytearray(seal(plaintext_of(10)))
+        tampered[position] ^= 0x40
+        with pytest.raises(BackupDamaged, match="header is damaged"):
+            unseal(bytes(tampered), keys=(KEY, OTHER))
+
+
+# A version 1 file (no header check) sealed with KEY, chunk size 64, plaintext_of(150).
+VERSION_1_FILE = base64.b64decode(
+    "T01OSUJLVVABZmeuXqsgm3yfCyTV+MH656pwFeY1ZOZXAAAAQAAAAFA/DTxVISfuFIRFB56w0ljNv7nIl1/FwpCG7SHyiMCCyseXqoY9hCZ+kH"
+    "LoiwjGxismXDeB9VPOQ6OWDk8Bfc/CUL9Lzyd8RrxUMbqv7vV60QAAAFDMRj+J7LKAUVibHsKqTzXBdFeBgHfoQKkU1EoTFEc5FIPIrvJAHUtK"
+    "ETZQK1XFSnU7LCF5M/wKdOhFvelKW/SdQYmjSx1icwqQVhh/MIRSJIAAACaNnQ1hM00Co1B5vmk/8+rq2he8mFd/wnplKFkQ6vOLIb2CO6ORjQ=="
+)
+
+
+def test_backups_written_in_version_1_still_open():
+    assert unseal(VERSION_1_FILE) == plaintext_of(150)
+    tampered = bytearray(VERSION_1_FILE)
+    tampered[-20] ^= 0x01
+    with pytest.raises(BackupDamaged):
+        unseal(bytes(tampered))
 
 
 def test_a_flipped_bit_in_a_chunk_names_that_chunk():

@@ -36,7 +36,7 @@ def test_add_prints_a_generated_secret_once_list_never_shows_it_and_remove_is_au
     assert row.secret == secret and row.url == URL and outbox.topics_of(row.topics) == ["order.paid", "wallet.credited"]
 
     given = outbox.generate_secret()
-    second = cli(database_url, "add", "http://127.0.0.1:9/hooks", "--topics", "*", "--secret", given)
+    second = cli(database_url, "add", "https://second.example.net/hooks", "--topics", "*", "--secret", given)
     assert second.returncode == 0 and given not in second.stdout and "signing secret" not in second.stdout
 
     listing = cli(database_url, "list")
@@ -63,6 +63,7 @@ def test_bad_input_and_a_missing_key_are_refused_with_a_message(database, databa
         (("add", "ftp://x", "--topics", "*"), "invalid_url"),
         (("add", URL, "--topics", "Bad Topic"), "invalid_topics"),
         (("add", URL, "--topics", "*", "--secret", "whsec_c2hvcnQ="), "invalid_secret"),
+        (("add", "http://169.254.169.254/latest/meta-data/", "--topics", "*"), "private_destination"),
     ):
         result = cli(database_url, *args)
         assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr

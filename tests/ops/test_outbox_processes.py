@@ -27,7 +27,12 @@ pytestmark = pytest.mark.processes
 EVENTS = 500
 AGGREGATES = 100
 DOWN_SECONDS = 10
-WORKER_ENV = {"APP_DATA_ENCRYPTION_KEY": TEST_DATA_KEY, "APP_OUTBOX_RETRY_BASE_MS": "100"}
+# The receivers listen on 127.0.0.1.
+WORKER_ENV = {
+    "APP_DATA_ENCRYPTION_KEY": TEST_DATA_KEY,
+    "APP_OUTBOX_RETRY_BASE_MS": "100",
+    "APP_OUTBOX_ALLOW_PRIVATE_DESTINATIONS": "true",
+}
 
 
 def gauge():
@@ -73,7 +78,9 @@ def running_outbox_jobs_by_pid():
 def receivers():
     flaky = FakeWebhookReceiver(outbox.generate_secret(), seed=11).start()
     down = FakeWebhookReceiver(outbox.generate_secret(), seed=12).start()
+    outbox.allow_private_destinations(True)
     yield flaky, down
+    outbox.allow_private_destinations(None)
     flaky.stop()
     down.stop()
 

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+import migrations
+from config.settings import load_settings
 from fakes.webhook_receiver import FakeWebhookReceiver
 from integrations.webhooks import WebhookSender
 from jobs import client
@@ -16,7 +18,7 @@ from models.base import db, utcnow
 from models.jobs import Job
 from models.ops import AuditEvent, OperatorNotice, OutboxDelivery, OutboxEvent
 from models.transactions import fetch_one
-from ops import outbox
+from ops import outbox, retention
 from ops.records import emit_event
 from tests.support.direct import run_all
 from web.metrics import DatabaseCollector
@@ -35,11 +37,13 @@ def receivers(database, data_key):
         receiver.destination = outbox.add_destination(receiver.url, topics, secret, "test", "a receiver")
         return receiver
 
-    delivery.use_sender(WebhookSender(timeout=0.5))
+    outbox.allow_private_destinations(True)  # the receivers listen on 127.0.0.1
+    delivery.use_sender(WebhookSender(timeout=0.5, allow_private=True))
     delivery.use_retry_base(BASE_S)
     yield start
     delivery.use_sender(None)
     delivery.use_retry_base(None)
+    outbox.allow_private_destinations(None)
     for receiver in started:
         receiver.stop()
 
@@ -177,8 +181,37 @@ def test_after_24_hours_a_failing_delivery_is_dead_with_one_notice_and_the_strea
     receiver.set_faults(fail_rate=0.0)
     publish()
     assert ids_received(receiver) == [fresh]
-    assert OutboxEvent.get_by_id(fresh).published_at and not OutboxEvent.get_by_id(old[0]).published_at
-    assert gauge() == 3  # the dead are not published: the destination never had them
+    assert all(OutboxEvent.get_by_id(e).published_at for e in old + [other, fresh])
+    assert gauge() == 0  # a dead delivery has ended: its event no longer waits
+
+
+def test_an_event_whose_every_delivery_ended_is_finished_and_leaves_the_pending_count(receivers, database):
+    healthy, failing = receivers(), receivers()
+    failing.set_faults(fail_rate=1.0)
+    event = emit_event("order.paid", {"n": 1}, aggregate="customer:6").id
+    OutboxEvent.update(created_at=utcnow() - datetime.timedelta(hours=25)).execute()
+    publish()
+    status = {d.destination_id: d.status for d in OutboxDelivery.select()}
+    assert status == {healthy.destination.id: "delivered", failing.destination.id: "dead"}
+    assert OutboxEvent.get_by_id(event).published_at is not None and gauge() == 0
+    later = utcnow() + datetime.timedelta(days=8)
+    assert retention.sweep_table("outbox_events", load_settings(environ={}), now=later).removed == 1
+    assert OutboxEvent.select().count() == 0 and OutboxDelivery.select().count() == 0
+
+
+def test_events_left_unpublished_by_a_dead_delivery_are_finished_by_the_migration(receivers, database):
+    receiver = receivers()
+    dead = emit_event("order.paid", {"n": 1}).id
+    waiting = emit_event("order.paid", {"n": 2}).id
+    outbox_publish.dispatch()
+    OutboxDelivery.update(status=outbox.DEAD).where(OutboxDelivery.event == dead).execute()
+    outbox.remove_destination(receiver.destination.id, "operator:alice", "receiver retired")
+    (migration,) = [m for m in migrations.runner(database).migrations() if m.name == "0034_finished_outbox_events"]
+    migration.load().up(None, database)
+    assert OutboxEvent.get_by_id(dead).published_at is not None
+    assert OutboxEvent.get_by_id(waiting).published_at is None  # still pending: the dispatcher drops it
+    outbox_publish.dispatch()
+    assert gauge() == 0
 
 
 def test_removing_a_destination_drops_what_it_did_not_get_and_publishes_what_the_others_have(receivers):

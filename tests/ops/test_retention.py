@@ -12,13 +12,16 @@ import threading
 import psycopg2
 import pytest
 
+from commerce import ledger
 from commerce.settlement import settle_order
 from config.settings import load_settings
 from models.base import db
 from models.fulfillment import EntitlementDrift
+from models.ledger import LedgerEntry
+from models.operators import OperatorSession
 from models.ops import OutboxEvent
 from models.support import SupportAttachment
-from ops import retention
+from ops import operators, retention
 from ops.attachments import path_for
 from tests.support import commerce
 
@@ -31,6 +34,7 @@ DAY = datetime.timedelta(days=1)
 DISPOSABLE = {
     "bot_sessions", "bot_shop_reviews", "bot_checkout_sessions", "provider_webhook_events",
     "support_attachments", "outbox_events", "telemetry_events", "entitlement_drifts", "bot_updates",
+    "operator_sessions",
 }  # fmt: skip
 KEPT = {
     # financial and entitlement history: catalogue, orders, payments, the ledger, codes
@@ -43,7 +47,7 @@ KEPT = {
     # customer's channel membership (their current state, one row each)
     "outbox_destinations", "bot_forum_topics", "bot_channel_members",
     # audit, operators (identity), notices, the maintenance switch
-    "audit_events", "operator_notices", "customer_notices", "operators", "operator_sessions",
+    "audit_events", "operator_notices", "customer_notices", "operators",
     "operator_login_failures", "maintenance_state",
     # what operators sent through the bot, and the support conversations (attachments expire on their own)
     "campaigns", "campaign_recipients", "support_tickets", "support_messages",
@@ -128,6 +132,17 @@ def test_published_outbox_events_go_after_their_window_and_unpublished_ones_stay
     assert {result.table: result.removed for result in results}["outbox_events"] == 1
 
 
+def test_an_applied_updates_record_goes_once_it_is_past_the_bots_repeat_window(database):
+    from models.bot import UPDATE_REPEAT_WINDOW, BotUpdate
+
+    minute = datetime.timedelta(minutes=1)
+    BotUpdate.create(update_id=7, kind="message", applied_at=NOW - UPDATE_REPEAT_WINDOW - minute)
+    BotUpdate.create(update_id=8, kind="message", applied_at=NOW - UPDATE_REPEAT_WINDOW + minute)
+    retention.sweep(settings(), now=NOW)
+    assert [row.update_id for row in BotUpdate.select()] == [8]
+    assert UPDATE_REPEAT_WINDOW <= DAY  # well under the week after which Telegram may number updates anew
+
+
 def test_the_outbox_window_comes_from_its_setting(database):
     eight_days = outbox(NOW - 8 * DAY)
     retention.sweep(settings(retention_outbox_days=10), now=NOW)
@@ -143,6 +158,34 @@ def test_resolved_drifts_go_after_their_window_and_open_ones_stay(database):
     retention.sweep(settings(), now=NOW)
     assert ids(EntitlementDrift) == {recent, still_open, open_with_a_stamp}
     assert old not in ids(EntitlementDrift)
+
+
+def test_a_rejected_webhook_delivery_goes_after_days_and_an_accepted_one_stays_its_month(database):
+    from commerce import webhooks
+    from models.base import utcnow
+    from models.payments import ProviderWebhookEvent
+
+    rejected = webhooks.reject("cryptobot", b"x" * 5000, {}, "203.0.113.9", "bad_signature")
+    accepted = ProviderWebhookEvent.create(
+        provider="cryptobot",
+        signature_ok=True,
+        outcome="settled",
+        retain_until=utcnow() + webhooks.RETENTION,
+        body=b"{}",
+    ).id
+    retention.sweep(settings(), now=utcnow() + webhooks.REJECTED_RETENTION + datetime.timedelta(minutes=1))
+    assert ids(ProviderWebhookEvent) == {accepted}
+    assert rejected != accepted and webhooks.REJECTED_RETENTION <= 7 * DAY
+
+
+def test_expired_operator_sessions_go_and_live_ones_stay(database):
+    operator = operators.create_operator("alice", "correct horse battery staple", [operators.SYSTEM_READ])
+    ended = operators.open_session(operator, now=NOW - 2 * DAY)
+    live = operators.open_session(operator, now=NOW - datetime.timedelta(minutes=1))
+    [result] = [r for r in retention.sweep(settings(), now=NOW) if r.table == "operator_sessions"]
+    assert result.removed == 1
+    assert [row.token_hash for row in OperatorSession.select()] == [operators._digest(live)]
+    assert operators.session_operator(live, now=NOW) is not None and operators.session_operator(ended, now=NOW) is None
 
 
 def test_expired_attachment_rows_go_and_unexpired_ones_stay(database, attachment_dir):
@@ -308,10 +351,11 @@ def test_a_step_whose_table_does_not_exist_yet_is_skipped_with_one_debug_line(da
     assert "entitlement_drifts" in [r.table for r in results]
 
 
-def test_the_steps_are_the_eight_of_the_spec_in_its_order_then_the_applied_bot_updates():
+def test_the_steps_are_the_eight_of_the_spec_in_its_order_then_applied_bot_updates_and_operator_sessions():
     assert [step.table for step in retention.STEPS] == [
         "bot_sessions", "bot_shop_reviews", "bot_checkout_sessions", "provider_webhook_events",
         "support_attachments", "outbox_events", "telemetry_events", "entitlement_drifts", "bot_updates",
+        "operator_sessions",
     ]  # fmt: skip
 
 
@@ -331,10 +375,21 @@ def test_a_sweep_over_ancient_rows_of_every_kind_changes_only_disposable_tables(
         drift(settlement.entitlement_id, "resolved", NOW - 1000 * DAY)
     outbox(NOW - 1000 * DAY)
     attachment(stored_file(attachment_dir, b"a"), NOW - 1000 * DAY)
+    # Bonus credits long past their expiry, one already expired by commerce_maintenance: ledger entries
+    # carry an expires_at, and still are never retention's to delete.
+    carol = commerce.customer("Carol")
+    with db.atomic():
+        ledger.grant_bonus(carol.id, 500, "RUB", expires_at=NOW - 1000 * DAY)
+    assert ledger.expire_bonuses() == 1
+    with db.atomic():
+        ledger.grant_bonus(carol.id, 300, "RUB", expires_at=NOW - 900 * DAY)
+    bonuses = {row.id for row in LedgerEntry.select().where(LedgerEntry.expires_at.is_null(False))}
     far_future = NOW + 100 * 365 * DAY  # every window has passed for every dated row
     tables = sorted(user_tables(database))
     before = {table: db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables}
-    retention.sweep(settings(support_attachment_dir=attachment_dir), now=far_future)
+    results = retention.sweep(settings(support_attachment_dir=attachment_dir), now=far_future)
     after = {table: db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables}
     changed = {table for table in tables if before[table] != after[table]}
     assert changed == {"outbox_events", "entitlement_drifts", "support_attachments"}
+    assert [result.error for result in results if result.error] == []  # no step tried and failed either
+    assert len(bonuses) == 2 and bonuses <= {row.id for row in LedgerEntry.select()}

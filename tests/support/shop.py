@@ -22,7 +22,7 @@ import pytest
 from commerce import providers, webhooks
 from commerce.catalogue import set_addon_price
 from fakes.cryptobot import FakeCryptoBot
-from fakes.remnawave import FakeRemnawave
+from fakes.remnawave import FakeRemnawave, api_token
 from fakes.yookassa import FakeYooKassa
 from integrations.payments.cryptobot import CryptoBotProvider
 from integrations.payments.yookassa import YooKassaProvider
@@ -39,9 +39,10 @@ from tests.support.direct import run_all, run_next
 YOOKASSA_SHOP_ID = "731904"
 YOOKASSA_SECRET = "test_shopSecretKey-9Vd2kQ7rX4mP0sLw"
 CRYPTOBOT_TOKEN = "31337:AAshopCryptoPayToken7Hq2Lr9Zx4Wm1Np"
-PANEL_TOKEN = "shop-panel-token-3c8e1f5a9b"
+PANEL_TOKEN = api_token("shop")
 PUBLIC_URL = "https://shop.example.test"
 OPERATOR_TOKEN = "operator-token-0123456789abcdef"  # the one tests/web/conftest.py serves with
+LOOPBACK = "127.0.0.0/8,::1"
 # The adapters' deadline in this process's polls, and the fakes' hold of a timeout fault.
 CLIENT_TIMEOUT_S = 2.0
 
@@ -85,6 +86,7 @@ def environ(yookassa, cryptobot):
         "APP_YOOKASSA_API_URL": yookassa.api_url,
         "APP_CRYPTOBOT_TOKEN": CRYPTOBOT_TOKEN,
         "APP_CRYPTOBOT_API_URL": cryptobot.base_url,
+        "APP_YOOKASSA_WEBHOOK_ADDRESSES": LOOPBACK,  # the fakes notify from this machine
     }
 
 

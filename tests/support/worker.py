@@ -1,14 +1,15 @@
 """A real worker process for tests.
 
-    python -m tests.support.worker [--periodic] [--crontab] [--app-kinds] [--fast-takeover] [--fast-rescue]
-                                   [--shutdown-timeout S]
+    python -m tests.support.worker [--periodic] [--crontab] [--newer-kinds] [--app-kinds] [--fast-takeover]
+                                   [--fast-rescue] [--shutdown-timeout S]
 
 It starts exactly as `huey_consumer omniflow.huey` and `python omniflow.py
 worker` do (`huey.create_consumer`: settings from the environment, the
 database, the schema check); the differences from production are the job
 kinds: the test kinds (so a test counts its own jobs only), the application's
 own kinds and passes only with --app-kinds, the test passes asked for
-(--periodic: a 15-second pass; --crontab: a pass on every minute) and, with
+(--periodic: a 15-second pass; --crontab: a pass on every minute; --newer-kinds:
+a kind of "a newer release", tests/support/newer_kinds.py) and, with
 --fast-takeover, a leader lease of 3 s renewed every second, so a killed
 leader is replaced within seconds instead of 20, and, with --fast-rescue, a
 heartbeat every second, a worker dead after 5 s of silence and a rescue pass
@@ -31,6 +32,7 @@ FAST_RESCUE_INTERVAL_S = 1
 parser = argparse.ArgumentParser()
 parser.add_argument("--periodic", action="store_true")
 parser.add_argument("--crontab", action="store_true")
+parser.add_argument("--newer-kinds", action="store_true")
 parser.add_argument("--app-kinds", action="store_true", help="also declare the application's kinds and passes")
 parser.add_argument("--fast-takeover", action="store_true")
 parser.add_argument("--fast-rescue", action="store_true")
@@ -40,6 +42,8 @@ if args.periodic:
     from tests.support import periodic  # noqa: F401
 if args.crontab:
     from tests.support import minutely  # noqa: F401
+if args.newer_kinds:
+    from tests.support import newer_kinds  # noqa: F401
 if not args.app_kinds:
     omniflow.JOB_KIND_MODULES = ()
     omniflow.CONDITIONAL_PASSES = ()

@@ -70,8 +70,7 @@ def test_admin_routes_refuse_a_missing_or_wrong_token(web, headers, method, path
 
 @pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR", "Bearer  "])
 def test_the_bearer_scheme_is_case_insensitive(web, scheme):
-    for path in ("/v1/admin/jobs", "/metrics"):
-        assert get(web, path, headers={"Authorization": f"{scheme} {OPERATOR_TOKEN}"}).status_code == 200
+    assert get(web, "/v1/admin/jobs", headers={"Authorization": f"{scheme} {OPERATOR_TOKEN}"}).status_code == 200
 
 
 @pytest.mark.parametrize("header", [f"Basic {OPERATOR_TOKEN}", f"Bearer{OPERATOR_TOKEN}", OPERATOR_TOKEN, "bearer "])
@@ -249,9 +248,10 @@ def test_maintenance_switch_needs_a_reason_is_audited_and_holds_fulfillment(web)
     for body in ({"active": True}, {"active": True, "reason": "  "}, {"active": "yes", "reason": "x"}, [1]):
         response = requests.post(web + "/v1/admin/maintenance", headers=AUTH, json=body, timeout=5)
         assert response.status_code == 400 and response.json()["code"] in ("reason_required", "invalid_body")
-    assert_problem(
-        requests.post(web + "/v1/admin/maintenance", headers=AUTH, data="{not json", timeout=5), 400, "invalid_body"
+    not_json = requests.post(
+        web + "/v1/admin/maintenance", headers={**AUTH, "Content-Type": "application/json"}, data="{not", timeout=5
     )
+    assert_problem(not_json, 400, "invalid_body")
     assert not maintenance.is_active() and AuditEvent.select().count() == 0
 
     on = requests.post(

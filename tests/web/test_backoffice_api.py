@@ -3,6 +3,7 @@ operator knows, their subscriptions with phase, orders, payments and wallet link
 to each other and to their operations, Home's figures in the operator's time zone,
 and refund, pause and resume with a reason and an audit event."""
 
+import base64
 import datetime
 import json
 import zoneinfo
@@ -12,6 +13,7 @@ import requests
 
 from commerce import ledger
 from commerce.orders import create_order
+from fulfillment import repair
 from models.base import db, utcnow
 from models.commerce import Customer, Order
 from models.fulfillment import Entitlement, FulfillmentOperation
@@ -79,6 +81,28 @@ def test_without_a_search_customers_page_newest_first_through_every_one_once(web
     assert seen == [c.id for c in expected] and len(seen) == 5
     for bad in ("nope", "YXQ6bm90LWEtdGltZXx4"):
         assert_problem(get(web, "/v1/panel/customers", headers, cursor=bad), 400, "invalid_cursor")
+
+
+def test_a_cursor_naming_a_number_beyond_any_row_id_is_a_400_everywhere_cursors_are_read(web, shop_world):
+    headers = api.session_of(web)
+    buyer = shop_world["customer"]
+    huge = base64.urlsafe_b64encode(b"id:999999999999999999999").decode().rstrip("=")
+    for path in (
+        "/v1/panel/system/jobs",
+        f"/v1/panel/customers/{buyer.id}/orders",
+        f"/v1/panel/customers/{buyer.id}/payments",
+        f"/v1/panel/customers/{buyer.id}/wallet",
+    ):
+        assert_problem(get(web, path, headers, cursor=huge), 400, "invalid_cursor")
+    for path, name in (
+        ("/panel/system/operations", "cursor"),
+        (f"/panel/customers/{buyer.id}", "ordersCursor"),
+        (f"/panel/customers/{buyer.id}", "paymentsCursor"),
+        (f"/panel/customers/{buyer.id}", "walletCursor"),
+        ("/panel/campaigns", "cursor"),
+    ):
+        answer = requests.get(web + path, headers=headers, params={name: huge}, timeout=10)
+        assert answer.status_code == 400, (path, name, answer.status_code)
 
 
 def test_a_customer_answer_carries_each_subscription_with_its_phase_end_and_limits(web, shop_world):
@@ -267,13 +291,14 @@ def test_home_counts_new_customers_active_subscriptions_failing_operations_and_q
     headers = api.session_of(web)
     old = sales.customer("Old", "old_one")
     Customer.update(created_at=utcnow() - datetime.timedelta(days=40)).where(Customer.id == old.id).execute()
-    api.operation_in("failed")
+    failed = api.operation_in("failed")  # a create: its subscription is paid and without access
     api.operation_in("retrying")
     OutboxEvent.delete().execute()
     body = described(get(web, "/v1/panel/overview", headers), "/v1/panel/overview").json()
     new = Customer.select().where(Customer.created_at >= utcnow() - datetime.timedelta(minutes=5)).count()
     assert body["customers"]["newToday"] == new and body["customers"]["newThisMonth"] == new
-    assert body["subscriptions"] == {"active": 1}
+    without_access = FulfillmentOperation.get_by_id(failed).entitlement.subscription_id
+    assert body["subscriptions"] == {"active": 1, "withoutAccess": 1, "withoutAccessIds": [without_access]}
     assert body["operations"] == {"failed": 1, "retrying": 1}
     queue = body["queue"]
     assert queue["available"] == Job.select().where(Job.state == "available").count() > 0
@@ -455,6 +480,52 @@ def test_pause_and_resume_need_a_reason_a_request_id_and_a_provisioned_subscript
     assert_problem(answer, 409, "not_provisioned")
     assert not FulfillmentOperation.select().where(FulfillmentOperation.operation.in_(("disable", "enable"))).exists()
     assert AuditEvent.select().where(AuditEvent.action.startswith("panel.")).count() == 0
+
+
+# -- re-provision -------------------------------------------------------------------------------
+
+
+def reprovision(web, headers, customer_id, subscription_id, request_id="form-1"):
+    url = f"{web}/v1/panel/customers/{customer_id}/subscriptions/{subscription_id}/reprovision"
+    return requests.post(url, headers=headers, json={"requestId": request_id}, timeout=10)
+
+
+def test_a_paid_subscription_whose_create_was_cancelled_stays_on_home_until_a_reprovision_queues_a_new_create(
+    web, shop_world
+):
+    cookie = api.session_of(web)
+    headers = {**cookie, **REASON}
+    customer_id, waiting = shop_world["customer"].id, shop_world["waiting_settlement"]
+    subscription_id = Entitlement.get_by_id(waiting.entitlement_id).subscription_id
+    with db.atomic():
+        repair.cancel_operation(waiting.operation_id, "operator:alice", "the advice says so")
+    home = described(get(web, "/v1/panel/overview", headers), "/v1/panel/overview").json()
+    assert home["operations"]["failed"] == 0  # cancelled: no failing operation is left to show it
+    assert (home["subscriptions"]["withoutAccess"], home["subscriptions"]["withoutAccessIds"]) == (1, [subscription_id])
+
+    template = "/v1/panel/customers/{customerID}/subscriptions/{subscriptionID}/reprovision"
+    queued = described(reprovision(web, headers, customer_id, subscription_id), template, "post")
+    assert queued.status_code == 202 and (queued.json()["operation"], queued.json()["status"]) == ("create", "pending")
+    again = reprovision(web, headers, customer_id, subscription_id)
+    assert (again.status_code, again.json()["operationId"]) == (202, queued.json()["operationId"])
+    operation = FulfillmentOperation.get_by_id(queued.json()["operationId"])
+    assert operation.entitlement_id == waiting.entitlement_id and operation.id != waiting.operation_id
+    assert operation.id in [job.args_dict["operationId"] for job in Job.select().where(Job.kind == "fulfillment")]
+    [audit] = AuditEvent.select().where(AuditEvent.action == "panel.subscription.reprovisioned")
+    assert (audit.actor, audit.reason, audit.subject_id) == (
+        "operator:alice",
+        REASON["X-Operator-Reason"],
+        subscription_id,
+    )
+    home = get(web, "/v1/panel/overview", headers).json()
+    assert home["subscriptions"]["withoutAccess"] == 0  # provisioning again
+
+    assert_problem(reprovision(web, headers, customer_id, subscription_id, "form-2"), 409, "not_failed")
+    assert_problem(reprovision(web, headers, customer_id, shop_world["subscription"].id), 409, "not_failed")
+    assert_problem(reprovision(web, cookie, customer_id, subscription_id, "form-3"), 400, "reason_required")
+    other = sales.customer("Mallory", "mallory")
+    assert_problem(reprovision(web, headers, other.id, subscription_id, "form-4"), 404, "subscription_not_found")
+    assert FulfillmentOperation.select().where(FulfillmentOperation.entitlement == waiting.entitlement_id).count() == 2
 
 
 def test_a_bought_gift_is_shown_to_operators_as_a_fulfilled_order_and_its_code_nowhere(web, database, data_key):

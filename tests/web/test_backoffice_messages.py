@@ -6,8 +6,10 @@ import hashlib
 import re
 
 import pytest
+import requests
 
 from models.campaigns import CampaignRecipient
+from models.ops import AuditEvent
 from models.support import SupportTicket
 from ops import support
 from ops.campaigns import create_campaign
@@ -132,6 +134,19 @@ def test_a_tickets_page_shows_its_thread_escaped_with_the_photo_inline_and_the_o
     SupportTicket.update(status="closed").where(SupportTicket.id == ticket.id).execute()
     closed = page(web, f"/panel/support/tickets/{ticket.id}", api.session_of(web, "bob")).text
     assert 'id="reply"' not in closed and "This ticket is closed" in closed
+
+
+def test_a_reply_to_a_customer_asks_for_no_reason_and_is_audited_without_one(web, outreach):
+    ticket = outreach["ticket"]
+    headers = api.session_of(web)
+    form = re.search(r'<form[^>]*id="reply".*?</form>', page(web, f"/panel/support/tickets/{ticket.id}", headers).text,
+                     re.DOTALL).group(0)  # fmt: skip
+    assert "<textarea" in form and 'name="reason"' not in form
+    url = f"{web}/v1/panel/support/tickets/{ticket.id}/replies"
+    answer = requests.post(url, headers=headers, json={"text": "Try the Helsinki server."}, timeout=10)
+    assert answer.status_code == 201, answer.text
+    audit = AuditEvent.get(AuditEvent.action == "support.replied")
+    assert (audit.actor, audit.reason, audit.subject_id) == ("operator:alice", None, str(ticket.id))
 
 
 def test_an_attachment_is_served_by_the_digest_its_row_names_with_a_type_that_cannot_run_as_a_page(web, outreach):

@@ -9,8 +9,10 @@ import re
 import pytest
 from bottle import html_escape
 
+from fulfillment import repair
+from models.base import db
 from models.commerce import Customer
-from models.fulfillment import FulfillmentOperation
+from models.fulfillment import Entitlement, FulfillmentOperation
 from models.operators import Operator
 from tests.web import test_panel_api as api
 from tests.web.test_pages import page
@@ -188,19 +190,27 @@ def test_the_payment_page_says_what_each_webhook_delivery_did_in_words(web, shop
     from models.payments import ProviderWebhookEvent
 
     intent = shop_world["intent"]
-    for event_id, outcome, signed in (
-        ("evt-1", "settled", True),
-        ("evt-2", "replayed", True),
-        ("evt-3", "bad_signature", False),
+    for event_id, outcome, verdict in (
+        ("evt-1", "settled", "confirmed"),
+        ("evt-2", "replayed", None),
+        ("evt-3", "bad_signature", None),
+        ("evt-4", "pending", "contradicted"),
+        ("evt-5", "unconfirmed", "unknown"),
     ):
         ProviderWebhookEvent.create(
-            provider="yookassa", provider_event_id=event_id, signature_ok=signed, outcome=outcome,
-            payment_intent=intent.id, retain_until=utcnow(), body=b"{}",
+            provider="yookassa", provider_event_id=event_id, signature_ok=False, verdict=verdict, outcome=outcome,
+            payment_intent=intent.id, retain_until=utcnow(), body=b"{}", processed_at=utcnow() if verdict else None,
         )  # fmt: skip
     shown = page(web, f"/panel/payments/{intent.id}", api.session_of(web)).text
     assert '<td data-outcome="settled" title="settled">settled the order</td>' in shown
     assert ">a repeat of a delivery already applied: nothing changed<" in shown
     assert html_escape(CATALOGUE["bad_signature"].meaning) in shown  # an error code keeps its explanation
+    # What was checked, in words: YooKassa's notifications are what its API said of them, never "valid".
+    verdicts = re.findall(r'data-verdict="([a-z_]*)">([^<]*)<', shown)
+    assert verdicts == [
+        ("confirmed", "confirmed by the API"), ("", "not checked"), ("", "not checked"),
+        ("contradicted", "contradicted by the API"), ("unknown", "unknown to the API"),
+    ]  # fmt: skip
     assert 'data-provider="yookassa">YooKassa<' in shown and 'data-status="succeeded" title="succeeded">paid<' in shown
 
 
@@ -275,6 +285,29 @@ def test_refund_and_pause_are_offered_only_to_operators_who_may_use_them(web, sh
     assert "/pause" not in page(web, f"/panel/subscriptions/{shop_world['subscription'].id}", readers).text
 
 
+def test_a_subscription_paid_without_access_is_linked_from_home_and_its_page_offers_reprovision_to_writers(
+    web, shop_world
+):
+    waiting = shop_world["waiting_settlement"]
+    with db.atomic():
+        repair.cancel_operation(waiting.operation_id, "operator:alice", "the advice says so")
+    subscription_id = Entitlement.get_by_id(waiting.entitlement_id).subscription_id
+    headers = api.session_of(web)
+    home = page(web, "/panel", headers).text
+    assert re.search(r'id="without-access".*?>1</span>', home, re.DOTALL)
+    assert f'href="/panel/subscriptions/{subscription_id}"' in home
+    text = page(web, f"/panel/subscriptions/{subscription_id}", headers).text
+    assert 'id="phase">failed<' in text and "the customer has no access" in text
+    action = f"/v1/panel/customers/{shop_world['customer'].id}/subscriptions/{subscription_id}/reprovision"
+    assert re.search(
+        rf'<form class="inline operator-change[^"]*" id="reprovision">.*?data-action="{action}"', text, re.DOTALL
+    )
+    assert 'name="reason"' in text and "requestId" in text
+    reader = api.session_of(web, "reader", ["subscriptions.read"])
+    assert "/reprovision" not in page(web, f"/panel/subscriptions/{subscription_id}", reader).text
+    assert "/reprovision" not in page(web, f"/panel/subscriptions/{shop_world['subscription'].id}", headers).text
+
+
 def test_operation_pages_link_the_order_their_keys_name_and_explain_their_error_code(web, shop_world):
     op_id = api.operation_in("failed", error_code="remnawave_unavailable")
     op = FulfillmentOperation.get_by_id(op_id)
@@ -307,3 +340,16 @@ def test_the_settings_page_offers_every_time_zone_with_the_operators_own_selecte
     text = page(web, "/panel/settings", headers).text
     assert '<option value="UTC" selected>' in text and '<option value="Europe/Moscow" >' in text
     assert "/v1/panel/session/time-zone" in text
+
+
+def test_a_customers_name_is_shown_without_bidirectional_controls_on_pages_and_in_the_panel_api(web, shop_world):
+    from tests.bot.test_updates import BIDI_CONTROLS
+
+    customer = shop_world["customer"]
+    Customer.update(display_name="\u202eAlice" + BIDI_CONTROLS + " Shopper").where(Customer.id == customer.id).execute()
+    headers = api.session_of(web)
+    shown = [page(web, "/panel/customers", headers).text, page(web, f"/panel/customers/{customer.id}", headers).text]
+    assert all("Alice Shopper" in text for text in shown)
+    assert not set("".join(shown)) & set(BIDI_CONTROLS)
+    (found,) = api.get(web, "/v1/panel/customers", headers, q="@alice_shop").json()["customers"]
+    assert found["displayName"] == "Alice Shopper"

@@ -1,6 +1,9 @@
 """Fuzzing every route of the OpenAPI description against the running server
 (issue 4): random path ids, query values, headers and JSON bodies — valid,
 malformed and hostile — never get a 5xx, and a refused request writes nothing.
+The money routes (checkout, refunds, gift cards, access codes) also get
+bodies that are valid but for their amounts and counts: up to 2^63 and past
+it, negative, zero, fractional and textual.
 The pages (every /panel route of the app, which OpenAPI does not describe) get
 the same hostile ids and query values: never a 5xx, and a page writes nothing.
 
@@ -14,10 +17,10 @@ import re
 
 import pytest
 import requests
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from config.settings import load_settings
+from config.settings import TOPUP_MAX_MINOR, load_settings
 from models import ALL_MODELS
 from models.campaigns import Campaign, CampaignRecipient
 from models.commerce import Customer, Order
@@ -29,12 +32,15 @@ from models.payments import ProviderWebhookEvent
 from models.support import SupportAttachment, SupportMessage, SupportTicket
 from ops.campaigns import create_campaign
 from ops.support import customer_writes
+from tests.support import commerce
+from tests.support.shop import rub_plan
 from tests.web import test_panel_api as api
 from tests.web.conftest import OPERATOR_TOKEN
 from web.app import create_app
 from web.openapi import document
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))
+MONEY_EXAMPLES = EXAMPLES // 3  # each of these reaches the providers: fewer, with every limit's edge among them
 # Rows the queue's own machinery keeps (workers, the leader lease, the periodic schedule): no route writes them,
 # and a worker's heartbeat would change them under the snapshot. A failed sign-in is recorded on purpose
 # (SPEC 12.1 throttling), so its 401 writes one row by design.
@@ -44,12 +50,17 @@ NOT_WRITTEN_BY_ROUTES = (JobWorker, JobLeader, JobPeriodic, LoginFailure)
 WRITTEN = tuple(model for model in ALL_MODELS if model not in NOT_WRITTEN_BY_ROUTES)
 # A webhook delivery is stored before it is judged (SPEC 13.6): a refused one keeps that one row, unprocessed.
 WEBHOOK_INTAKE = ProviderWebhookEvent.__name__
-# Every described operation but signing out, which would end the session the fuzzing signs in with.
+# Every described operation but those that would end the session the fuzzing signs in with: signing out, and
+# disabling, revoking the sessions of or resetting the password of an operator (the fuzzing's own, given its id).
+SESSION_ENDING = {
+    ("/v1/panel/session", "delete"),
+    *(("/v1/panel/operators/{operatorID}/" + change, "post") for change in ("disable", "revoke-sessions", "password")),
+}
 OPERATIONS = [
     (path, method, spec)
     for path, item in document()["paths"].items()
     for method, spec in item.items()
-    if (path, method) != ("/v1/panel/session", "delete")
+    if (path, method) not in SESSION_ENDING
 ]
 
 # Every page route of the app, each wildcard written as {name} like an OpenAPI path.
@@ -228,4 +239,89 @@ def test_no_page_answers_5xx_or_writes_anything_whatever_its_ids_and_query(world
             assert answer.headers["Content-Type"].startswith(("text/html", "application/problem+json")), url
         assert snapshot() == before, (url, params, answer.status_code)
 
+    one()
+
+
+# Amounts and counts a caller may send: every limit's edges up to 2^63 and past it, and what is no whole number.
+LIMIT_EDGES = [0, 1, -1, 2**31, 2**53 + 1, 10**15 - 1, 10**15, 2**63 - 1, 2**63, 2**64, -(2**63)]
+LIMIT_EDGES += [limit + step for limit in TOPUP_MAX_MINOR.values() for step in (0, 1)]
+whole_numbers = st.one_of(
+    st.sampled_from(LIMIT_EDGES),
+    st.sampled_from(LIMIT_EDGES),
+    st.integers(min_value=0, max_value=2**63 - 1),
+    st.integers(min_value=-(2**64), max_value=2**64),
+)
+not_whole = st.one_of(st.floats(), st.sampled_from(["100", "1e3", "", "0x10", "١٠٠"]), st.none(), st.booleans())
+amounts = st.one_of(whole_numbers, whole_numbers, whole_numbers, not_whole)
+
+
+@pytest.fixture
+def money_world(world):
+    return {**world, "buyer": commerce.customer("Fuzz Buyer").id, "plan": rub_plan().id}
+
+
+@st.composite
+def money_requests(draw, world):
+    """A money route's request, valid but for the numbers in it (and now and then its ids)."""
+    route = draw(st.sampled_from(["checkout", "refund", "gift-cards", "access-codes"]))
+    if route == "checkout":
+        body = {
+            "customerId": draw(st.sampled_from([world["buyer"], world["buyer"], world["ids"][2]])),
+            "kind": draw(st.sampled_from(["topup", "topup", "topup", "purchase", "gift", "renewal", "addon"])),
+            "provider": draw(st.sampled_from(["yookassa", "cryptobot", "stars", "wallet"])),
+            "currency": draw(st.sampled_from(["RUB", "RUB", "USD", "XTR", "EUR"])),
+            "requestId": draw(st.text("abcdef0123456789", min_size=1, max_size=12)),
+        }
+        if body["kind"] == "topup" or draw(st.integers(0, 9)) == 0:
+            body["amountMinor"] = draw(amounts)
+        if body["kind"] != "topup":
+            body["planId"] = draw(st.one_of(st.just(world["plan"]), st.just(world["plan"]), amounts))
+        if draw(st.integers(0, 9)) == 0:
+            body["offerId"] = draw(amounts)
+        return "/v1/checkout", {"Authorization": f"Bearer {OPERATOR_TOKEN}"}, body
+    headers = {**world["cookie"], "X-Operator-Reason": "fuzzing the amounts"}
+    if route == "refund":
+        order = draw(st.sampled_from([world["ids"][4], "1"]))
+        body = {"amountMinor": draw(amounts), "to": draw(st.sampled_from([None, "provider", "wallet"]))}
+        return f"/v1/panel/orders/{order}/refund", headers, body
+    body = {"planId": draw(st.one_of(st.just(world["plan"]), st.just(world["plan"]), amounts))}
+    body["validDays"] = draw(amounts)
+    if route == "access-codes":
+        body["maxActivations"] = draw(amounts)
+    return f"/v1/panel/{route}", headers, body
+
+
+def test_no_money_route_answers_5xx_whatever_the_amount_and_a_refused_one_writes_nothing(money_world):
+    web, token = money_world["web"], {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    topup = {"customerId": money_world["buyer"], "kind": "topup", "requestId": "huge"}
+    # Every provider at the largest amounts, whatever the random run draws besides.
+    edges = [
+        ("/v1/checkout", token, {**topup, "provider": provider, "currency": currency, "amountMinor": amount})
+        for provider, currency in (("yookassa", "RUB"), ("cryptobot", "RUB"), ("cryptobot", "USD"), ("stars", "XTR"))
+        for amount in (10**15, 2**63 - 1)
+    ]
+
+    @settings(
+        max_examples=MONEY_EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+        derandomize="FUZZ_EXAMPLES" not in os.environ,
+    )
+    @given(money_requests(money_world))
+    def one(request):
+        path, headers, body = request
+        before = snapshot()
+        answer = requests.post(
+            web + path, data=json.dumps(body), headers={**headers, "Content-Type": "application/json"}, timeout=30
+        )
+        assert answer.status_code < 500, (path, body, answer.text[:300])
+        if answer.status_code >= 400:
+            assert snapshot() == before, (path, body, answer.status_code)
+            assert answer.json()["code"]
+        elif path == "/v1/checkout" and body["kind"] == "topup":
+            assert 0 < body["amountMinor"] <= TOPUP_MAX_MINOR[body["currency"]], body
+
+    for request in edges:
+        one = example(request)(one)
     one()

@@ -156,7 +156,8 @@ def test_on_an_unmigrated_database_sign_in_the_panel_routes_and_pages_answer_503
 
 @pytest.mark.parametrize("body", [None, "[]", '{"username": "alice"}', '{"username": 1, "password": "x"}', "{bad"])
 def test_a_malformed_sign_in_is_a_400(web, body):
-    answer = requests.post(web + "/v1/panel/session", data=body, timeout=10)
+    json_type = {"Content-Type": "application/json"}
+    answer = requests.post(web + "/v1/panel/session", data=body, headers=json_type, timeout=10)
     assert_problem(answer, 400, "invalid_body")
 
 

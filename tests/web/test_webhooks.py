@@ -6,6 +6,8 @@ worker runs in this process against the fake panel. Every test takes the
 ledger invariant.
 """
 
+import datetime
+import hashlib
 import json
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import threading
 import pytest
 import requests
 
-from commerce import ledger, payments
+from commerce import ledger, payments, webhooks
 from commerce.payments import poll_intent
 from fakes.cryptobot import sign
 from models.commerce import Customer, Order
@@ -26,10 +28,21 @@ from models.payments import PaymentIntent, ProviderWebhookEvent
 from ops import maintenance
 from tests.support import commerce
 from tests.support.direct import make_due
-from tests.support.shop import CRYPTOBOT_TOKEN, due_deliveries, fulfil, rub_plan, settle_deliveries, web_process
+from tests.support.shop import (
+    CRYPTOBOT_TOKEN,
+    due_deliveries,
+    environ,
+    fulfil,
+    rub_plan,
+    settle_deliveries,
+    web_process,
+)
+from tests.web.conftest import serving
 from tests.web.test_panel_api import session_of
+from web.webhooks import AddressLimit
 
 PROVIDERS = ["yookassa", "cryptobot"]
+RETAINED = webhooks.RETENTION  # an accepted delivery's stay; a rejected one's is shorter
 
 
 @pytest.fixture
@@ -96,7 +109,10 @@ def test_a_payment_at_each_provider_becomes_a_user_on_the_panel_and_a_fulfilled_
     assert (order.status, order.settled_by, order.expires_at) == ("paid", "provider_webhook", None)
     assert intent_of(order_id).status == "succeeded"
     event = ProviderWebhookEvent.get()
-    assert (event.outcome, event.signature_ok, event.payment_intent_id) == ("settled", True, intent_of(order_id).id)
+    assert (event.outcome, event.payment_intent_id) == ("settled", intent_of(order_id).id)
+    # What proved it: CryptoBot's signature; YooKassa, which signs nothing, its API's word.
+    signed = provider == "cryptobot"
+    assert (event.signature_ok, event.verdict) == (signed, "signature_valid" if signed else "confirmed")
     assert event.processed_at is not None
     assert ledger.balance(order.customer_id, "RUB") == 0  # clearing → revenue, not the wallet
     assert settled_counts() == {"ledger": 1, "entitlements": 1, "jobs": 1, "paid events": 1}
@@ -233,19 +249,106 @@ def test_a_bad_signature_is_a_401_the_delivery_is_kept_and_nothing_is_settled(mo
     pay(money, "cryptobot", order_id)
     assert [d["status"] for d in money.cryptobot.deliveries()] == [401]
     event = ProviderWebhookEvent.get()
-    assert (event.signature_ok, event.outcome, event.processed_at) == (False, "bad_signature", None)
+    assert (event.signature_ok, event.verdict, event.outcome, event.processed_at) == (
+        False, "signature_bad", "bad_signature", None)  # fmt: skip
     assert bytes(event.body) == replay(money, "cryptobot", order_id)[0]
     assert Order.get_by_id(order_id).status == "pending"
     assert settled_counts() == {"ledger": 0, "entitlements": 0, "jobs": 0, "paid events": 0}
     assert delivery_jobs().count() == 0  # nothing waits to apply it
 
 
-def test_a_forged_yookassa_notification_settles_nothing_the_api_is_asked(money):
+def test_a_rejected_delivery_keeps_only_what_audit_needs_for_days(money):
+    junk = b'{"update_id": 1, "pad": "' + b"x" * 60_000 + b'"}'
+    forged = money.webhook("cryptobot", junk, {"crypto-pay-api-signature": "0" * 64, "User-Agent": "flood/1"})
+    malformed = money.webhook("yookassa", junk)
+    assert (forged.status_code, malformed.status_code) == (401, 400)
+    order_id = buy(money, "cryptobot")["orderId"]
+    pay(money, "cryptobot", order_id)
+    rejected, _, accepted = ProviderWebhookEvent.select().order_by(ProviderWebhookEvent.id)
+    assert [e.outcome for e in ProviderWebhookEvent.select().order_by(ProviderWebhookEvent.id)] == [
+        "bad_signature", "malformed_webhook", "accepted"]  # fmt: skip
+    for event in ProviderWebhookEvent.select().where(ProviderWebhookEvent.outcome != "accepted"):
+        assert bytes(event.body) == junk[:1024]
+        assert (event.body_size, event.body_sha256) == (len(junk), hashlib.sha256(junk).hexdigest())
+        assert event.retain_until - event.received_at == webhooks.REJECTED_RETENTION < datetime.timedelta(days=7)
+    assert json.loads(bytes(rejected.headers)) == {
+        "address": "127.0.0.1", "content-type": "application/json", "user-agent": "flood/1",
+        "crypto-pay-api-signature": "64 characters",
+    }  # fmt: skip
+    body = replay(money, "cryptobot", order_id)[0]
+    assert (bytes(accepted.body), accepted.body_size) == (body, len(body))  # an accepted one is kept whole
+    assert accepted.retain_until - accepted.received_at == webhooks.RETENTION
+
+
+def test_yookassa_notifications_are_taken_only_from_its_published_addresses_and_others_kept_for_audit(money):
+    order_id = buy(money, "yookassa")["orderId"]
+    money.yookassa.set_faults(webhook_lost_rate=1.0)
+    pay(money, "yookassa", order_id)
+    body = replay(money, "yookassa", order_id)[0]
+    behind_a_proxy = {**environ(money.yookassa, money.cryptobot), "APP_TRUSTED_PROXY": "127.0.0.1"}
+    del behind_a_proxy["APP_YOOKASSA_WEBHOOK_ADDRESSES"]  # YooKassa's published ranges, the default
+    with serving(behind_a_proxy) as web:
+
+        def sent_from(address):
+            return money.webhook("yookassa", body, {"X-Forwarded-For": address}, web)
+
+        refused = [sent_from(address) for address in ("203.0.113.7", "185.71.76.32", "2a02:5181::1")]
+        taken = [sent_from(address) for address in ("185.71.76.31", "77.75.156.11", "2a02:5180::7")]
+    assert [(a.status_code, a.json()["code"]) for a in refused] == [(403, "webhook_address_refused")] * 3
+    assert [(a.status_code, a.json()) for a in taken] == [(200, {"outcome": "accepted"})] * 3
+    kept = ProviderWebhookEvent.select().where(ProviderWebhookEvent.outcome == "webhook_address_refused")
+    assert [json.loads(bytes(event.headers))["address"] for event in kept] == [
+        "203.0.113.7",
+        "185.71.76.32",
+        "2a02:5181::1",
+    ]
+    assert all(event.processed_at is None and event.retain_until - event.received_at < RETAINED for event in kept)
+    assert delivery_jobs().count() == 3  # none for a refused one: no fetch, nothing settled by it
+    assert settle_deliveries() == ["settled", "replayed", "replayed"]
+    assert settled_counts()["ledger"] == 1
+
+
+def test_a_flood_from_one_address_is_answered_429_with_retry_after_and_writes_nothing(money):
+    limited = {**environ(money.yookassa, money.cryptobot), "APP_TRUSTED_PROXY": "127.0.0.1"}
+    junk = b'{"update_id": 1, "pad": "' + b"x" * 60_000 + b'"}'
+    with serving({**limited, "APP_WEBHOOK_RATE_LIMIT": "3"}) as web:
+
+        def sent_from(address):
+            headers = {"crypto-pay-api-signature": "0" * 64, "X-Forwarded-For": address}
+            return money.webhook("cryptobot", junk, headers, web)
+
+        flood = [sent_from("203.0.113.7") for _ in range(6)]
+        elsewhere = sent_from("198.51.100.1")
+    assert [answer.status_code for answer in flood] == [401, 401, 401, 429, 429, 429]
+    assert flood[3].json()["code"] == "too_many_requests" and int(flood[3].headers["Retry-After"]) >= 1
+    assert elsewhere.status_code == 401  # each address has its own allowance
+    assert ProviderWebhookEvent.select().count() == 4
+    assert sum(len(bytes(event.body)) for event in ProviderWebhookEvent.select()) == 4 * 1024
+
+
+def test_the_webhook_rate_limit_refills_evenly_and_counts_each_address_apart():
+    now = [0.0]
+    limit = AddressLimit(60, clock=lambda: now[0])
+    assert [limit.wait("203.0.113.7") for _ in range(61)] == [0] * 60 + [1]
+    assert limit.wait("198.51.100.1") == 0
+    now[0] += 1.0  # a second later: one more request, no burst
+    assert (limit.wait("203.0.113.7"), limit.wait("203.0.113.7")) == (0, 1)
+    now[0] += 3600.0  # an hour later: a whole minute's worth again, not an hour's
+    assert [limit.wait("203.0.113.7") for _ in range(61)] == [0] * 60 + [1]
+
+
+def test_a_forged_yookassa_notification_settles_nothing_and_is_recorded_as_what_the_api_said(money):
     order_id = buy(money, "yookassa")["orderId"]
     money.yookassa.forge_notification(intent_of(order_id).provider_payment_id)  # the API still says pending
     assert [d["status"] for d in money.yookassa.deliveries()] == [200]
     assert settle_deliveries() == ["pending"]
     assert Order.get_by_id(order_id).status == "pending" and settled_counts()["ledger"] == 0
+    contradicted = ProviderWebhookEvent.get()
+    assert (contradicted.signature_ok, contradicted.verdict) == (False, "contradicted")
+    payment_page = f"{money.web}/panel/payments/{intent_of(order_id).id}"
+    page = requests.get(payment_page, headers=session_of(money.web), timeout=10)
+    assert page.status_code == 200
+    assert 'data-verdict="contradicted">contradicted by the API</td>' in page.text and ">valid<" not in page.text
     forged = json.dumps({"type": "notification", "event": "payment.succeeded", "object": {
         "id": "2f1c6d3e-000f-5000-8000-1d2f3a4b5c6d", "status": "succeeded", "paid": True,
         "amount": {"value": "199.00", "currency": "RUB"}, "created_at": "2026-12-01T10:00:00.000Z",
@@ -255,7 +358,9 @@ def test_a_forged_yookassa_notification_settles_nothing_the_api_is_asked(money):
     assert (answer.status_code, answer.json()) == (200, {"outcome": "accepted"})
     assert settle_deliveries() == ["unconfirmed"]
     event = ProviderWebhookEvent.select().order_by(ProviderWebhookEvent.id.desc()).first()
-    assert (event.signature_ok, event.processed_at) == (False, None)
+    # Ended, not left open: processed, with what the API said of it.
+    assert (event.signature_ok, event.verdict, event.outcome) == (False, "unknown", "unconfirmed")
+    assert event.processed_at is not None
     assert Order.get_by_id(order_id).status == "pending" and due_deliveries().count() == 0  # not tried again
 
 
@@ -324,8 +429,6 @@ def test_an_oversize_body_is_a_413_and_nothing_is_written(money):
 
 
 def test_a_provider_this_shop_has_not_configured_is_a_404_and_nothing_is_written(database):
-    from tests.web.conftest import serving
-
     with serving() as web:
         answer = requests.post(web + "/v1/webhooks/yookassa", data=b"{}", timeout=10)
     assert (answer.status_code, answer.json()["code"]) == (404, "provider_not_configured")

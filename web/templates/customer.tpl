@@ -1,5 +1,6 @@
-% rebase("layout", title="Customer " + customer.display_name, operator=operator, here="/panel/customers")
-<h1>{{customer.display_name or "Customer"}} <span class="muted">· {{customer.id}}</span></h1>
+% from commerce.customers import shown_name
+% rebase("layout", title="Customer " + shown_name(customer.display_name), operator=operator, here="/panel/customers")
+<h1>{{shown_name(customer.display_name) or "Customer"}} <span class="muted">· {{customer.id}}</span></h1>
 <p class="muted" id="identity">
   Telegram id {{customer.telegram_id or "–"}}
   · {{"@" + customer.telegram_username if customer.telegram_username else "no username"}}

@@ -1,4 +1,5 @@
 % rebase("layout", title="Customers", operator=operator, here="/panel/customers")
+% from commerce.customers import shown_name
 <h1>Customers</h1>
 <form class="filters" method="get" id="customer-search">
   <label>Find <input name="q" value="{{text}}" size="40" placeholder="customer id, Telegram id, @username or panel username" aria-label="search"></label>
@@ -17,7 +18,7 @@
   % for customer in rows:
   <tr data-customer="{{customer.id}}">
     <td class="code"><a href="{{customer_page(customer.id)}}">{{customer.id}}</a></td>
-    <td>{{customer.display_name}}{{" (blocked)" if customer.blocked else ""}}</td>
+    <td>{{shown_name(customer.display_name)}}{{" (blocked)" if customer.blocked else ""}}</td>
     <td>{{customer.telegram_id or ""}}</td>
     <td>{{"@" + customer.telegram_username if customer.telegram_username else ""}}</td>
     <td class="muted">{{iso(customer.created_at)}}</td>

@@ -27,6 +27,13 @@
     <p><span class="muted">new today</span><br><span class="figure">{{figures["customers"]["newToday"]}}</span></p>
     <p><span class="muted">new this month</span><br><span class="figure">{{figures["customers"]["newThisMonth"]}}</span></p>
     <p><span class="muted">active subscriptions</span><br><span class="figure" id="active-subscriptions">{{figures["subscriptions"]["active"]}}</span></p>
+    % without_access = figures["subscriptions"]["withoutAccessIds"]
+    <p id="without-access"><span class="muted">paid, no access (failed: re-provision from the subscription's page)</span><br>
+      <span class="figure" style="{{'color:var(--bad)' if without_access else ''}}">{{figures["subscriptions"]["withoutAccess"]}}</span>
+      % for subscription_id in without_access:
+      <br><a href="{{subscription_page(subscription_id)}}">subscription {{subscription_id}}</a>
+      % end
+    </p>
     <p><a href="/panel/customers">Find a customer →</a></p>
     % end
   </div>

@@ -62,7 +62,7 @@
   </nav>
   <nav aria-label="System">
     <span class="section">System</span>
-    % for href, label in (("/panel/system/operations", "Operations"), ("/panel/system/drift", "Drift"), ("/panel/system/outbox", "Outbox"), ("/panel/system/queue", "Queue")):
+    % for href, label in (("/panel/system/operations", "Operations"), ("/panel/system/drift", "Drift"), ("/panel/system/outbox", "Outbox"), ("/panel/system/queue", "Queue"), ("/panel/operators", "Operators")):
     <a href="{{href}}" class="{{'here' if here == href else ''}}">{{label}}</a>
     % end
   </nav>
@@ -72,7 +72,7 @@
 <main>
 {{!base}}
 </main>
-<script>
+<script nonce="{{nonce}}">
   const out = document.getElementById("sign-out");
   if (out) out.addEventListener("click", async (event) => {
     event.preventDefault();
@@ -92,10 +92,11 @@
   // Retry / Cancel, Refund, Pause / Resume: the same API the panel exposes, with the operator's reason.
   document.querySelectorAll("form.operator-change").forEach((form) => form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const reason = form.querySelector("input[name=reason]").value.trim();
+    // A form asks for a reason only where the audit needs one (a support reply needs none).
+    const reason = form.querySelector("input[name=reason]");
     const button = event.submitter || form.querySelector("button");
     // RFC 8187's UTF-8'' form: fetch() refuses a header outside Latin-1, and reasons are typed in any language.
-    const headers = { "X-Operator-Reason": "UTF-8''" + encodeURIComponent(reason) };
+    const headers = reason ? { "X-Operator-Reason": "UTF-8''" + encodeURIComponent(reason.value.trim()) } : {};
     let values = button.dataset.body ? JSON.parse(button.dataset.body) : null;
     const amount = form.querySelector("input[name=amount]");
     if (amount && amount.value.trim()) {

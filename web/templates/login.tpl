@@ -6,7 +6,7 @@
   <button type="submit">Sign in</button>
   <div class="notice" id="login-error" hidden></div>
 </form>
-<script>
+<script nonce="{{nonce}}">
   // A browser drops a Secure cookie on a plain-http page (localhost aside): the
   // sign-in succeeds and the next page finds no session. Ask for the session
   // before leaving, and say why when the cookie did not stick.

@@ -40,7 +40,7 @@
   % end
 </table>
 % end
-<script>
+<script nonce="{{nonce}}">
   async function send(form, method, url, body) {
     const reason = form.querySelector("input[name=reason]").value.trim();
     const headers = { "X-Operator-Reason": "UTF-8''" + encodeURIComponent(reason) };

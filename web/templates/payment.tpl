@@ -11,13 +11,14 @@
 <div class="empty">No webhook delivery for this payment.</div>
 % else:
 <table id="deliveries">
-  <tr><th>delivery</th><th>provider's event</th><th>received</th><th>signature</th><th>processed</th><th>outcome</th></tr>
+  <tr><th>delivery</th><th>provider's event</th><th>received</th><th>checked</th><th>processed</th><th>outcome</th></tr>
   % for event in deliveries:
   <tr>
     <td>{{event.id}}</td>
     <td class="code">{{event.provider_event_id or "–"}}</td>
     <td class="muted">{{iso(event.received_at)}}</td>
-    <td class="{{'status-succeeded' if event.signature_ok else 'status-failed'}}">{{"valid" if event.signature_ok else "bad"}}</td>
+    % checked, holds = words.webhook_verdict(event)
+    <td class="{{'muted' if holds is None else 'status-succeeded' if holds else 'status-failed'}}" data-verdict="{{event.verdict or ''}}">{{checked}}</td>
     <td class="muted">{{iso(event.processed_at) or "–"}}</td>
     % if words.webhook_outcome(event.outcome):
     <td data-outcome="{{event.outcome}}" title="{{event.outcome}}">{{words.webhook_outcome(event.outcome)}}</td>
@@ -28,4 +29,4 @@
   % end
 </table>
 % end
-<p class="muted">A delivery's body is kept for 30 days and never shown: it may carry card digits.</p>
+<p class="muted">A delivery's body is kept for 30 days (a rejected one's first KiB, for 3 days) and never shown: it may carry card digits. YooKassa signs nothing: its notifications are checked by asking its API.</p>

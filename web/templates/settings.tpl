@@ -11,7 +11,7 @@
   <button type="submit">Save</button>
   <div class="muted" id="time-zone-result"></div>
 </form>
-<script>
+<script nonce="{{nonce}}">
   document.getElementById("time-zone-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const answer = await fetch("/v1/panel/session/time-zone", {

@@ -21,6 +21,16 @@
   · order <a href="{{order_page(current.order_id)}}">{{current.order_id}}</a>
 </div>
 % end
+% if standing.phase == "failed":
+<div class="notice" id="without-access">Paid, and the customer has no access: provisioning this period failed or was cancelled. Re-provision queues a new {{"create" if current.status == "pending" else "reconcile"}} from the period's entitlement.</div>
+% end
+% if can_reprovision:
+<form class="inline operator-change panel-box" id="reprovision">
+  <input name="reason" placeholder="reason" required size="30" aria-label="reason for the re-provision">
+  <button type="submit" data-action="{{subscription_action(subscription, 'reprovision')}}" data-body='{"requestId": "{{request_id}}"}'>Re-provision</button>
+  <span class="error" style="color:var(--bad)"></span>
+</form>
+% end
 % if can_change:
 <form class="inline operator-change panel-box" id="pause-resume">
   <input name="reason" placeholder="reason" required size="30" aria-label="reason for the change">

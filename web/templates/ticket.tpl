@@ -31,7 +31,6 @@
   <strong>Reply</strong>
   <textarea name="text" data-field="text" rows="4" maxlength="{{max_text}}" required placeholder="the bot sends this to the customer's chat" aria-label="reply"></textarea>
   <div style="display:flex;gap:6px;align-items:center">
-    <input name="reason" placeholder="reason" required size="40" aria-label="reason for the reply">
     <button type="submit" data-action="/v1/panel/support/tickets/{{ticket.id}}/replies">Send</button>
     <span class="error" style="color:var(--bad)"></span>
   </div>
