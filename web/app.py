@@ -7,11 +7,10 @@ before SIGKILL — and `serve` returns, so the process exits 0. A second signal
 ends the wait at once.
 """
 
+import datetime
 import logging
 import signal
 import time
-
-import datetime
 
 import bottle
 
