@@ -73,6 +73,7 @@ export DEV_FAKE_STATE_DIR="${DEV_FAKE_STATE_DIR:-$PWD/var}"
 export PATH="$PWD/.venv/bin:$PATH"  # Procfile.dev's `python` is the virtualenv's
 python omniflow.py dev-seed
 echo "dev: fake Remnawave panel on ${APP_REMNAWAVE_URL}; admin API token ${APP_OPERATOR_TOKEN}"
+echo "dev: the users on the fake panel: curl -H 'Authorization: Bearer ${APP_REMNAWAVE_TOKEN}' ${APP_REMNAWAVE_URL}/_fake/users"
 echo "dev: fake YooKassa on ${APP_YOOKASSA_API_URL}, fake Crypto Pay on ${APP_CRYPTOBOT_API_URL}; a sample YooKassa payment settles through the webhook within seconds"
 echo "dev: talk to the bot as a customer on http://127.0.0.1:${APP_FAKE_TELEGRAM_PORT}/chat (fake Telegram; send /start)"
 mkdir -p var && echo $$ > var/dev.pid
