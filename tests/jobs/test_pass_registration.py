@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from fakes.remnawave import api_token
 from tests.conftest import TEST_DATA_KEY as KEY
 from tests.support.processes import wait_for
 
@@ -126,7 +127,7 @@ def test_a_worker_with_nothing_configured_says_what_it_runs_against_and_what_it_
 def test_a_configured_worker_names_its_panel_and_declares_every_pass(start_worker, tmp_path):
     worker = start_worker(
         APP_REMNAWAVE_URL="http://127.0.0.1:3010/panel",
-        APP_REMNAWAVE_TOKEN="panel-token-0123456789",
+        APP_REMNAWAVE_TOKEN=api_token("registration"),
         APP_BACKUP_DIR=str(tmp_path / "backups"),
         APP_DATA_ENCRYPTION_KEY=KEY,
     )
