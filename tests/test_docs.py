@@ -31,3 +31,11 @@ def test_the_readme_is_one_page_that_starts_with_the_two_commands_and_links_into
     for target in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / target).is_file(), target
     assert not re.search(r"SPEC|DESIGN\.md|\.\./", readme)
+
+
+def test_every_test_the_guarantees_page_names_exists():
+    page = (ROOT / "docs" / "guarantees.md").read_text(encoding="utf-8")
+    named = re.findall(r"`(tests/[\w/]+\.py)::(test_\w+)`", page)
+    assert len(named) >= 20
+    for path, name in named:
+        assert re.search(rf"^\s*def {name}\(", (ROOT / path).read_text(encoding="utf-8"), re.MULTILINE), (path, name)
