@@ -114,6 +114,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0025_gift_code_delivery",
         "0026_late_payment_polls",
         "0029_worker_declared_work",
+        "0035_jobs_autovacuum",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything
