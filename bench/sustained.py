@@ -83,6 +83,27 @@ def verdict(systems, autovacuum_setting):
     return out
 
 
+def report(args, setting, per_system, errors, loads, dsn, t_start):
+    """The JSON of the run so far."""
+    systems = {name: summarise(rounds) for name, rounds in per_system.items() if rounds}
+    for name in systems:
+        if errors[name]:
+            systems[name]["errors"] = errors[name]
+    return {
+        "jobs": args.jobs,
+        "autovacuum": setting,
+        "rounds": args.rounds,
+        "workers": args.workers,
+        "systems": systems,
+        "failed": {name: errors[name] for name in per_system if name not in systems},
+        "targets": verdict(systems, setting),
+        "load_1min": queue.spread(loads, 2),
+        "machine": queue.machine_info(dsn),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "wall_s": round(time.monotonic() - t_start, 1),
+    }
+
+
 def run(args):
     t_start = time.monotonic()
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
@@ -115,27 +136,14 @@ def run(args):
                 per_system[name].append(result)
                 log.info("%s: %.0f jobs/s, tenths %s, end_to_start %s",
                          name, result["jobs_per_s"], result["tenths"], result["end_to_start"])
+                # Written after every measurement: a long run cut short keeps what it measured.
+                data = report(args, setting, per_system, errors, loads + [queue.load_average()], dsn, t_start)
+                queue.write_json(args.out, data)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    loads.append(queue.load_average())
-    systems = {name: summarise(rounds) for name, rounds in per_system.items() if rounds}
-    for name in systems:
-        if errors[name]:
-            systems[name]["errors"] = errors[name]
-    data = {
-        "jobs": args.jobs,
-        "autovacuum": setting,
-        "rounds": args.rounds,
-        "workers": args.workers,
-        "systems": systems,
-        "failed": {name: errors[name] for name in names if name not in systems},
-        "targets": verdict(systems, setting),
-        "load_1min": queue.spread(loads, 2),
-        "machine": queue.machine_info(dsn),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "wall_s": round(time.monotonic() - t_start, 1),
-    }
+    data = report(args, setting, per_system, errors, loads + [queue.load_average()], dsn, t_start)
     queue.write_json(args.out, data)
+    systems = data["systems"]
     for name, figures in systems.items():
         print("%-14s %8.0f jobs/s  end_to_start %s  tenths %s"
               % (name, figures["jobs_per_s"], figures["end_to_start"], figures["tenths"]))
