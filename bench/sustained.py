@@ -1,7 +1,7 @@
 """Sustained queue benchmark: does the rate hold through a long burn-down?
 
     python -m bench.sustained [--jobs 1000000] [--systems omniflow-pg,huey-postgres]
-                              [--rounds 1] [--workers 8] [--out bench/results/sustained.json]
+                              [--rounds 1] [--workers 8] [--out PATH]
 
 Each system burns down N preloaded no-op jobs (at least a million by default)
 with W worker threads, the same procedure as ``bench.queue``
