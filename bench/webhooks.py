@@ -421,7 +421,7 @@ def run(server_url, seconds, rounds, pool):
         print(f"alongside the worker: {alongside['rps']}/s accepted, {alongside['settled_rps']}/s settled", flush=True)
 
         for index in range(rounds):
-            left = filled - cursor.value
+            left = max(0, filled - cursor.value)
             # A run takes about what the fastest one so far took: with fewer left, the rounds
             # stop here rather than measure clients that run out halfway.
             wanted = max([result["requests"] for n in CLIENT_COUNTS for result in runs[str(n)]], default=0)
@@ -461,7 +461,8 @@ def run(server_url, seconds, rounds, pool):
     }
     for n in CLIENT_COUNTS:
         if clients[str(n)]["rps"] is None:
-            clients[str(n)]["unmeasured"] = stopped or RAN_OUT
+            reasons = [result["unmeasured"] for result in runs[str(n)] if "unmeasured" in result]
+            clients[str(n)]["unmeasured"] = "; ".join(filter(None, [*reasons[:1], stopped])) or RAN_OUT
     healthz = median_of([result["rps"] for result in runs["healthz"]])
     # Each round's webhook rate over the /healthz rate measured just before it: the machine's load moves.
     ratios = [
