@@ -41,6 +41,8 @@ The returned object has::
                                                 # (a multiprocessing.Event) is set,
                                                 # then stop it and return
     close(self) -> None                         # optional: parent, at the end
+    dead_tuples(self) -> int | None             # optional: parent, dead row versions in
+                                                # the system's job table now (PostgreSQL)
 
 Job bodies (the same for every system):
 
@@ -79,6 +81,8 @@ _burn_end = None  # Value('d'): time.time() when _jobs_done reached _target.
 _go_time = None  # Value('d'): when the child was told to start (fallback clock).
 _probe_starts = None  # Array('d', P): time.time() a probe job started, 0 = not yet.
 _probe_runs = None  # Value('q'): probe executions (to catch duplicates).
+_first_done = None  # Value('d'): time.time() the first no-op job finished.
+_tenth_ends = None  # Array('d', 10): time.time() the k-th tenth of the no-op jobs finished.
 
 
 @dataclasses.dataclass
@@ -105,8 +109,30 @@ def noop_done():
         _jobs_done.value += 1
         # Stopped inside the lock: the parent, which reads the count, must
         # never see the N-th job counted before the clock stopped.
-        if _jobs_done.value == _target:
+        done = _jobs_done.value
+        if done == 1:
+            _first_done.value = time.time()
+        if done % _tenth_size() == 0 and done // _tenth_size() <= 10:
+            _tenth_ends[done // _tenth_size() - 1] = time.time()
+        if done == _target:
             _burn_end.value = time.time()
+
+
+def _tenth_size():
+    return max(1, _target // 10)
+
+
+def tenth_rates(target, first_done, tenth_ends):
+    """Jobs/s in each tenth of a burn-down of `target` jobs; the first from the first job done.
+
+    The consumer's start-up is not counted against the first tenth: comparing
+    the last tenth with the first says how the rate held, not how fast it started."""
+    if target < 10 or not all(tenth_ends):
+        return []
+    size = target // 10
+    starts = [first_done] + list(tenth_ends[:-1])
+    counts = [size - 1] + [size] * 9
+    return [round(n / (end - start), 1) if end > start else None for n, start, end in zip(counts, starts, tenth_ends)]
 
 
 def probe_started(i):
@@ -132,7 +158,7 @@ class BenchError(Exception):
 
 def _init_shared(jobs, probes):
     global _target, _jobs_done, _burn_start, _burn_end, _go_time
-    global _probe_starts, _probe_runs
+    global _probe_starts, _probe_runs, _first_done, _tenth_ends
     _target = jobs
     _jobs_done = _mp.Value("q", 0)
     _burn_start = _mp.Value("d", 0.0)
@@ -140,6 +166,8 @@ def _init_shared(jobs, probes):
     _go_time = _mp.Value("d", 0.0)
     _probe_starts = _mp.Array("d", max(probes, 1))
     _probe_runs = _mp.Value("q", 0)
+    _first_done = _mp.Value("d", 0.0)
+    _tenth_ends = _mp.Array("d", 10)
 
 
 def _consumer_child(system, workers, go, stop):
@@ -149,6 +177,27 @@ def _consumer_child(system, workers, go, stop):
             return
     _go_time.value = time.time()
     system.consume(workers, stop)
+
+
+def pg_dead_tuples(dsn, table, schema="public"):
+    """Dead row versions of `schema.table`: counted by pgstattuple where it can be installed
+    (exact, now), else as PostgreSQL's statistics count them (a second or so behind)."""
+    import psycopg2
+
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            try:
+                cur.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+                cur.execute("SELECT dead_tuple_count FROM pgstattuple(%s)", ('"%s"."%s"' % (schema, table),))
+            except psycopg2.Error:
+                cur.execute("SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = %s AND relname = %s",
+                            (schema, table))
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    return row[0] if row else None
 
 
 def reset_pg_schema(dsn, schema):
@@ -205,6 +254,7 @@ def measure(name, system, ctx):
     child.start()
     try:
         system.prepare()
+        start_dead = system.dead_tuples() if hasattr(system, "dead_tuples") else None
         t0 = time.monotonic()
         system.enqueue_noops(ctx.jobs)
         preload_s = time.monotonic() - t0
@@ -229,6 +279,8 @@ def measure(name, system, ctx):
         jobs_per_s = ctx.jobs / elapsed
         log.info("%s: burn-down %d jobs in %.2f s = %.0f jobs/s",
                  name, ctx.jobs, elapsed, jobs_per_s)
+        tenths = tenth_rates(ctx.jobs, _first_done.value, list(_tenth_ends))
+        end_dead = system.dead_tuples() if hasattr(system, "dead_tuples") else None
 
         # 2. Idle pickup latency: let the consumer go idle, then probe one by one
         # (none in a calibration run, which only sizes N).
@@ -300,4 +352,8 @@ def measure(name, system, ctx):
         "probes": len(latencies),
         "probe_timeouts": timeouts,
         "preload_s": round(preload_s, 2),
+        "start_dead_tuples": start_dead,
+        "end_dead_tuples": end_dead,
+        "tenths": tenths,
+        "end_to_start": round(tenths[-1] / tenths[0], 3) if tenths and tenths[0] and tenths[-1] else None,
     }

@@ -56,6 +56,7 @@ REQUIREMENTS = os.path.join(ROOT, "bench", "requirements.txt")
 PEER_IMPORTS = ["psycopg", "psycopg_pool", "procrastinate", "redis"]
 RESULT_PREFIX = "RESULT "
 SYSTEM_TIMEOUT_S = 240  # hard limit for one system's subprocess
+BURN_TIMEOUT_S = 120  # a burn-down not done in this long fails its round
 CALIBRATION_JOBS = 3000  # the calibration burn-down's N (its rate sizes the rounds' N)
 # N is sized for this multiple of --min-burn-s at the calibrated rate: a round
 # can run faster than the calibration did (a quieter minute, warm caches, and
@@ -216,30 +217,33 @@ def run_one(args):
 
     ctx = harness.Context(pg_dsn=args.pg_dsn, tmpdir=args.tmpdir, jobs=args.jobs,
                           workers=args.workers, probes=args.probes, redis_url=args.redis_url,
-                          probe_timeout_s=args.probe_timeout, probe_budget_s=args.probe_budget)
+                          probe_timeout_s=args.probe_timeout, probe_budget_s=args.probe_budget,
+                          burn_timeout_s=args.burn_timeout)
     module = importlib.import_module(SYSTEMS[args.one])
     system = module.make(args.one, ctx)
     result = harness.measure(args.one, system, ctx)
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
-def run_subprocess(name, args, tmpdir, dsn, redis_url, jobs, probes):
+def run_subprocess(name, args, tmpdir, dsn, redis_url, jobs, probes, timeout_s=SYSTEM_TIMEOUT_S,
+                   burn_timeout_s=None):
     """Run `--one name` in a fresh interpreter; return (result or None, error)."""
     cmd = [sys.executable, "-m", "bench.queue", "--one", name,
            "--jobs", str(jobs), "--workers", str(args.workers),
            "--probes", str(probes), "--probe-timeout", str(args.probe_timeout),
            "--probe-budget", str(args.probe_budget),
+           "--burn-timeout", str(burn_timeout_s or BURN_TIMEOUT_S),
            "--pg-dsn", dsn, "--redis-url", redis_url, "--tmpdir", tmpdir]
     # A session of its own, so the whole tree (consumer child included) can be
     # checked and killed as one process group.
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=SYSTEM_TIMEOUT_S)
+        out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return None, "timed out after %d s" % SYSTEM_TIMEOUT_S
+        return None, "timed out after %d s" % timeout_s
     finally:
         _reap_group(proc.pid, name)
     for line in out.splitlines():
@@ -293,6 +297,8 @@ def summarise(name, rounds):
         "pickup_p99_ms_range": [min(p99s), max(p99s)] if p99s else None,
         "burn_down_s_min": min(r["burn_down_s"] for r in rounds),
         "rounds_ok": len(rounds),
+        # Each round's table as it started: no dead row versions left by an earlier round or run.
+        "start_dead_tuples": [r.get("start_dead_tuples") for r in rounds],
         "notes": "; ".join(notes),
     }
     return out
@@ -527,6 +533,7 @@ def main(argv=None):
     parser.add_argument("--redis-url", default=os.environ.get("BENCH_REDIS_URL", DEFAULT_REDIS_URL))
     parser.add_argument("--one", choices=list(SYSTEMS), help=argparse.SUPPRESS)
     parser.add_argument("--tmpdir", help=argparse.SUPPRESS)
+    parser.add_argument("--burn-timeout", type=float, default=BURN_TIMEOUT_S, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,

@@ -65,6 +65,7 @@ CRYPTOBOT_TOKEN = "4242:AAbenchCryptoPayToken0123456789abcd"
 PANEL_TOKEN = api_token("bench")
 PRICE_MINOR = 19900
 CLIENT_COUNTS = (8, 16)
+RAN_OUT = "the prepared deliveries ran out before the run's end (a larger --pool measures it)"
 HEALTHZ_CLIENTS = 8
 
 
@@ -247,6 +248,10 @@ def load(base, seconds, clients, route, pool_file, cursor):
 
 
 def figures(results, seconds):
+    """A run's rate and latencies; a run whose clients ran out of prepared deliveries is no
+    measurement (they stopped before `seconds`) and says so instead of giving figures."""
+    exhausted = any(name == "exhausted" for name, _, _ in results)
+    results = [result for result in results if result[0] != "exhausted"]
     latencies = sorted(elapsed for _, elapsed, ok in results if ok)
     errors = sum(not ok for _, _, ok in results)
 
@@ -255,11 +260,19 @@ def figures(results, seconds):
 
     summary = {"rps": round(len(latencies) / seconds, 1), "p50_ms": pct(latencies, 0.50), "p99_ms": pct(latencies, 0.99),
                "requests": len(latencies), "errors": errors}  # fmt: skip
+    if exhausted:
+        summary.update(rps=None, p50_ms=None, p99_ms=None, unmeasured=RAN_OUT)
     for provider in ("yookassa", "cryptobot"):
         mine = sorted(elapsed for name, elapsed, ok in results if ok and name == provider)
         if mine:
             summary[provider] = {"requests": len(mine), "p50_ms": pct(mine, 0.50), "p99_ms": pct(mine, 0.99)}
     return summary
+
+
+def median_of(values):
+    """The median of the measured figures (None where a run was no measurement), or None."""
+    measured = [value for value in values if value is not None]
+    return round(statistics.median(measured), 1) if measured else None
 
 
 def backlog(url):
@@ -390,6 +403,7 @@ def run(server_url, seconds, rounds, pool):
     cursor = multiprocessing.get_context("spawn").Value("q", 0)
     runs = {"healthz": [], **{str(n): [] for n in CLIENT_COUNTS}}
     worker = None
+    stopped = None
     try:
         import requests
 
@@ -413,6 +427,14 @@ def run(server_url, seconds, rounds, pool):
         print(f"alongside the worker: {alongside['rps']}/s accepted, {alongside['settled_rps']}/s settled", flush=True)
 
         for index in range(rounds):
+            left = max(0, filled - cursor.value)
+            # A run takes about what the fastest one so far took: with fewer left, the rounds
+            # stop here rather than measure clients that run out halfway.
+            wanted = max([result["requests"] for n in CLIENT_COUNTS for result in runs[str(n)]], default=0)
+            if left < 2 * wanted:
+                stopped = f"stopped before round {index + 1}: {left} prepared deliveries left, a run takes ~{wanted}"
+                print(stopped, flush=True)
+                break
             runs["healthz"].append(load(base, seconds, HEALTHZ_CLIENTS, "healthz", pool_file, cursor))
             for clients in CLIENT_COUNTS:
                 runs[str(clients)].append(load(base, seconds, clients, "webhooks", pool_file, cursor))
@@ -439,20 +461,27 @@ def run(server_url, seconds, rounds, pool):
         cryptobot.stop()
         panel.stop()
 
-    def median(values):
-        return round(statistics.median(values), 1)
-
     clients = {
-        str(n): {key: median([result[key] for result in runs[str(n)]]) for key in ("rps", "p50_ms", "p99_ms")}
+        str(n): {key: median_of([result[key] for result in runs[str(n)]]) for key in ("rps", "p50_ms", "p99_ms")}
         for n in CLIENT_COUNTS
     }
-    healthz = median([result["rps"] for result in runs["healthz"]])
+    for n in CLIENT_COUNTS:
+        if clients[str(n)]["rps"] is None:
+            reasons = [result["unmeasured"] for result in runs[str(n)] if "unmeasured" in result]
+            clients[str(n)]["unmeasured"] = "; ".join(filter(None, [*reasons[:1], stopped])) or RAN_OUT
+    healthz = median_of([result["rps"] for result in runs["healthz"]])
     # Each round's webhook rate over the /healthz rate measured just before it: the machine's load moves.
-    ratios = [hook["rps"] / probe["rps"] for hook, probe in zip(runs[str(HEALTHZ_CLIENTS)], runs["healthz"])]
+    ratios = [
+        hook["rps"] / probe["rps"]
+        for hook, probe in zip(runs[str(HEALTHZ_CLIENTS)], runs["healthz"])
+        if hook["rps"] is not None and probe["rps"]
+    ]
     return {
         "clients": clients,
         "healthz_rps": healthz,
-        "ratio_to_healthz": round(statistics.median(ratios), 3),
+        "ratio_to_healthz": round(statistics.median(ratios), 3) if ratios else None,
+        "stopped": stopped,
+        "rounds_measured": len(runs["healthz"]),
         "settlement": settlement,
         "alongside": alongside,
         "seconds": seconds,

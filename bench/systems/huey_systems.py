@@ -104,9 +104,23 @@ class HueySystem:
         if self.name == "huey-redis":
             self._parent[0].storage.flush_all()  # this queue's keys only
 
+    def dead_tuples(self):
+        if self.name not in SCHEMAS:
+            return None
+        return harness.pg_dead_tuples(self.ctx.pg_dsn, self._parent[0].storage.table_task, SCHEMAS[self.name])
+
     def enqueue_noops(self, n):
-        # Huey has no bulk enqueue: one committed insert (or LPUSH) per job.
         huey, noop, _ = self._parent
+        if self.name == "huey-postgres":
+            # Huey's own messages, written by COPY: a million one-row commits would take
+            # longer than the burn-down they prepare.
+            storage = huey.storage
+            with storage.conn.cursor() as cur:
+                with cur.copy("COPY %s (queue, data) FROM STDIN" % storage.table_task) as copy:
+                    for _ in range(n):
+                        copy.write_row((storage.name, huey.serialize_task(noop.s())))
+            return
+        # Huey has no bulk enqueue: one committed insert (or LPUSH) per job.
         for _ in range(n):
             huey.enqueue(noop.s())
 

@@ -7,7 +7,23 @@ cancelled to stop. The leader only: enqueue due periodic passes, rescue jobs
 of dead workers, delete finished rows past their retention, and report
 work no live worker declares: rows due for UNDECLARED_AFTER_S whose kind or
 pass is in no live worker's row (SPEC 1.11) are logged, and handed to the
-application's report (one operator notice per waiting work and oldest row).
+application's report (one operator notice per waiting work and oldest row);
+on PostgreSQL, VACUUM (ANALYZE) `jobs` once its dead row versions pass
+VACUUM_DEAD_FRACTION of its live rows (at least VACUUM_DEAD_FLOOR), or only
+ANALYZE it when that many rows changed since its statistics were taken.
+
+Why the queue vacuums its own table: every claim and every completion writes
+a new version of the row, and `state` is in the indexes, so none of those
+updates is HOT; until a vacuum, the claim's index scan steps over an entry
+for every job claimed before. PostgreSQL's autovacuum is off on many CI
+images and managed setups, and with it on, a burst outruns its default
+thresholds; without a vacuum the claim slows job after job (bench.sustained).
+Nor, with autovacuum off, does anything ANALYZE the table: a burst inserted
+into a table the planner believes empty is claimed by sorting every due row
+on each claim instead of reading the first few of the fetch index.
+The vacuum runs in a thread of its own (it may take seconds on a large table;
+heartbeats and the lease go on), one at a time, and SKIP_LOCKED: if another
+vacuum (autovacuum, another leader's) holds the table, this one is skipped.
 
 A run past its timeout is asked to stop (`should_stop()`), and its row
 stays `running` under this live worker until the function has returned:
@@ -27,6 +43,7 @@ that lapsed during that outage (its own included) say nothing about who died.
 import datetime
 import json
 import logging
+import threading
 import time
 
 from config.database import is_unavailable
@@ -51,6 +68,11 @@ CLEAN_MAX_BATCHES = 10
 CANCEL_CHECK_INTERVAL_S = 1
 UNDECLARED_AFTER_S = 600
 UNDECLARED_CHECK_INTERVAL_S = 60
+VACUUM_CHECK_INTERVAL_S = 5
+# A vacuum costs a pass over every index of `jobs`: on a table of history, wait
+# for dead versions in proportion to it; on a small one, for the floor.
+VACUUM_DEAD_FRACTION = 0.05
+VACUUM_DEAD_FLOOR = 20_000
 RETENTION = {
     COMPLETED: datetime.timedelta(hours=24),
     CANCELLED: datetime.timedelta(days=7),
@@ -72,6 +94,7 @@ class Maintenance:
         self._last_runs = None
         self._next = {}
         self._unreachable_at = None  # monotonic time of the last step the database did not answer
+        self._vacuum = None  # the thread of the vacuum under way
 
     @property
     def sql(self):
@@ -94,6 +117,8 @@ class Maintenance:
             self._step("rescue", RESCUE_INTERVAL_S, self.rescue)
             self._step("clean", CLEAN_INTERVAL_S, self.clean)
             self._step("undeclared", UNDECLARED_CHECK_INTERVAL_S, self.report_undeclared)
+            if self.sql.is_postgres:
+                self._step("vacuum", VACUUM_CHECK_INTERVAL_S, self.vacuum_if_needed)
 
     def _step(self, name, interval_s, action):
         if not self._due(name, interval_s):
@@ -230,3 +255,37 @@ class Maintenance:
             if removed:
                 logger.info("cleaned finished jobs", extra={"state": state, "count": removed})
         self.sql.kv_clean_expired(now)
+
+    def vacuum_if_needed(self):
+        """Start a vacuum of `jobs` in the background when its dead row versions pass the
+        threshold, or an ANALYZE when only its rows changed that much since the last one."""
+        if self._vacuum is not None and self._vacuum.is_alive():
+            return
+        live, dead, changed = self.sql.jobs_row_versions()
+        threshold = max(VACUUM_DEAD_FLOOR, VACUUM_DEAD_FRACTION * live)
+        if dead < threshold and changed < threshold:
+            return
+        self._vacuum = threading.Thread(
+            target=self._vacuum_jobs, args=(live, dead, dead >= threshold), name="jobs-vacuum", daemon=True
+        )
+        self._vacuum.start()
+
+    def _vacuum_jobs(self, live, dead, vacuum):
+        action = "vacuum" if vacuum else "analyze"
+        started = time.monotonic()
+        try:
+            done = self.sql.vacuum_jobs(vacuum)
+            after = self.sql.jobs_row_versions()[1] if done else dead
+        except Exception as error:
+            report_failure(logger, f"{action} of jobs failed", error, task=action)
+            return
+        finally:
+            db.close()  # the thread's connection goes back to the pool
+        if not done:
+            logger.info(f"{action} of jobs skipped: another one holds the table", extra={"table": "jobs"})
+            return
+        logger.info(
+            f"{action} of jobs: {dead} dead row versions beside {live} live before, {after} after, "
+            f"in {time.monotonic() - started:.1f} s",
+            extra={"table": "jobs", "count": dead},
+        )

@@ -498,6 +498,25 @@ class PostgresQueueSQL(QueueSQL):
 
         return psycopg2.Binary(value)
 
+    # -- vacuum (leader only) ---------------------------------------------------------
+
+    def jobs_row_versions(self):
+        """(live, dead, changed since the last ANALYZE) row versions of `jobs`, as the statistics
+        count them (a second or so behind)."""
+        cursor = self.execute(
+            "SELECT n_live_tup, n_dead_tup, n_mod_since_analyze FROM pg_stat_user_tables "
+            "WHERE relid = 'jobs'::regclass"
+        )
+        return cursor.fetchone() or (0, 0, 0)
+
+    def vacuum_jobs(self, vacuum):
+        """VACUUM (ANALYZE) `jobs`, or only ANALYZE it when `vacuum` is false, in autocommit (VACUUM
+        refuses a transaction); False when another vacuum or analyze held the table."""
+        notices = self.db.connection().notices
+        del notices[:]
+        self.execute(f"{'VACUUM (ANALYZE, SKIP_LOCKED)' if vacuum else 'ANALYZE (SKIP_LOCKED)'} jobs")
+        return not any("skipping" in notice for notice in notices)
+
 
 class SqliteQueueSQL(QueueSQL):
     minute_of_finalized = "strftime('%Y-%m-%d %H:%M', finalized_at)"

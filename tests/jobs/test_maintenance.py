@@ -13,7 +13,7 @@ from jobs import OmniflowHuey, crontab, every
 from jobs.engine import maintenance as maintenance_module
 from jobs.engine.maintenance import Maintenance
 from jobs.engine.schedules import floor_minute
-from models.base import utcnow
+from models.base import db, utcnow
 from models.jobs import Job, JobLeader, JobPeriodic
 
 unit = OmniflowHuey("maintenance-unit")
@@ -211,3 +211,61 @@ def test_cleaner_works_in_bounded_batches(database, monkeypatch):
 @pytest.mark.parametrize("seconds, minutes, expected", [(15, 0, 15), (30, 0, 30), (0, 15, 900)])
 def test_sub_minute_and_longer_intervals(seconds, minutes, expected):
     assert every(seconds=seconds, minutes=minutes).seconds == expected
+
+
+def _jobs_table_counts():
+    return db.execute_sql(
+        "SELECT analyze_count, vacuum_count, n_dead_tup FROM pg_stat_user_tables WHERE relname = 'jobs'"
+    ).fetchone()
+
+
+def _flush_statistics():
+    """This connection's counts reach the statistics views now, not a second or more later."""
+    db.execute_sql("SELECT pg_stat_force_next_flush()")
+    db.execute_sql("SELECT 1")
+
+
+def _leader_maintenance_pass(leader):
+    leader._next.pop("vacuum", None)
+    leader.tick()
+    if leader._vacuum is not None:
+        leader._vacuum.join(30)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_the_leader_analyzes_jobs_after_a_burst_and_vacuums_them_once_dead_versions_pile_up(database, monkeypatch):
+    monkeypatch.setattr(maintenance_module, "VACUUM_DEAD_FLOOR", 200)
+    leader = make_maintenance("worker-a")
+    leader.elect()
+    analyzed, vacuumed, _ = _jobs_table_counts()
+    db.execute_sql(
+        "INSERT INTO jobs (kind, queue, state, args, max_attempts, priority, unique_states, created_at, scheduled_at) "
+        "SELECT 't_record', 'critical', 'available', '{}', 1, 0, 0, now(), now() FROM generate_series(1, 500)"
+    )
+    _flush_statistics()
+    _leader_maintenance_pass(leader)
+    assert _jobs_table_counts()[:2] == (analyzed + 1, vacuumed)  # new rows: statistics, nothing to vacuum
+
+    db.execute_sql("UPDATE jobs SET state = 'completed', finalized_at = now()")
+    _flush_statistics()
+    assert _jobs_table_counts()[2] >= 500
+    _leader_maintenance_pass(leader)
+    analyzed_after, vacuumed_after, dead_after = _jobs_table_counts()
+    assert (analyzed_after, vacuumed_after) == (analyzed + 2, vacuumed + 1)
+    assert dead_after < 500
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_a_follower_leaves_the_jobs_table_to_the_leader(database, monkeypatch):
+    monkeypatch.setattr(maintenance_module, "VACUUM_DEAD_FLOOR", 1)
+    leader, follower = make_maintenance("worker-a"), make_maintenance("worker-b")
+    leader.elect()
+    follower.elect()
+    db.execute_sql(
+        "INSERT INTO jobs (kind, queue, state, args, max_attempts, priority, unique_states, created_at, scheduled_at) "
+        "SELECT 't_record', 'critical', 'available', '{}', 1, 0, 0, now(), now() FROM generate_series(1, 50)"
+    )
+    _flush_statistics()
+    before = _jobs_table_counts()[:2]
+    _leader_maintenance_pass(follower)
+    assert follower._vacuum is None and _jobs_table_counts()[:2] == before
