@@ -6,7 +6,7 @@ import pytest
 
 from bench import chaos
 
-pytestmark = pytest.mark.processes
+pytestmark = pytest.mark.processes(seconds=140)
 
 
 def test_chaos_run_converges_with_one_user_per_subscription_and_no_double_create(database, database_url, tmp_path):
