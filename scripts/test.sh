@@ -27,4 +27,4 @@ fi
 
 # Most of the suite's time is spent waiting on real worker processes, leases and
 # intervals, not on the CPU: four test processes keep two cores busy.
-exec .venv/bin/python -m pytest -q -n "${TEST_PROCESSES:-4}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -q -n "${TEST_PROCESSES:-4}" --dist load "$@"

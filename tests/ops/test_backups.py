@@ -25,9 +25,9 @@ from tests.ops.test_backup_stream import chunk_offsets
 from tests.support import backends, commerce
 
 ROOT = Path(__file__).resolve().parents[2]
-# Verifying creates and drops scratch databases on the shared PostgreSQL server,
-# and a test checks that none is left behind: these run one at a time.
-pytestmark = pytest.mark.xdist_group("backups")
+# Verifying creates and drops scratch databases on the shared PostgreSQL server; each
+# is named after the test process's pid, so the check that none is left behind counts
+# only this process's and parallel test processes do not disturb it.
 
 KEY = TEST_DATA_KEY
 MARKER = "Zebediah-Quartermaine"  # a customer name that must not appear in a backup file
