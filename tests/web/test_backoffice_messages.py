@@ -11,7 +11,7 @@ import requests
 from models.campaigns import CampaignRecipient
 from models.ops import AuditEvent
 from models.support import SupportTicket
-from ops import support
+from ops import campaign_expansion, support
 from ops.campaigns import create_campaign
 from tests.web import test_panel_api as api
 from tests.web.conftest import serving
@@ -41,6 +41,7 @@ def outreach(attachment_dir):
 
     reached, blocked = sales.customer("Alice Shopper", "alice_shop"), sales.customer("Bob Blocked", "bob_b")
     campaign = create_campaign("announcement", "Maintenance tonight at 02:00 UTC.", "operator:alice", "window")
+    campaign_expansion.run()  # the worker's pass writes its recipients
     CampaignRecipient.update(status="sent").where(CampaignRecipient.customer == reached.id).execute()
     CampaignRecipient.update(status="unreachable", error_code="403").where(
         CampaignRecipient.customer == blocked.id
