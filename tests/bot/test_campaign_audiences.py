@@ -195,7 +195,12 @@ def test_a_scheduled_campaign_waits_for_its_start_and_a_draft_for_an_operator(da
     start(draft.id, "operator:bob", "go")
     campaign_expansion.run()
     assert (Campaign.get_by_id(draft.id).status, recipients_of(draft)) == ("sending", set(ids))
-    actions = [e.action for e in AuditEvent.select().where(AuditEvent.subject_id == str(draft.id))]
+    actions = [
+        e.action
+        for e in AuditEvent.select().where(
+            AuditEvent.subject_type == "campaign", AuditEvent.subject_id == str(draft.id)
+        )
+    ]
     assert actions == ["campaign.created", "campaign.started"]
 
 
