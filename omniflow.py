@@ -56,6 +56,7 @@ JOB_KIND_MODULES = (
     "commerce.passes.payment_reconcile",
     "commerce.passes.renewal",
     "commerce.passes.lifecycle_sweep",
+    "ops.campaign_expansion",
     "commerce.provider_refund",
     "commerce.webhooks",
 )

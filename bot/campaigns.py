@@ -9,6 +9,12 @@ configured rate (bot/pacing.py), SENDERS calls in flight at once (the
 bucket, not the number of threads, sets the pace). When nothing is queued
 the loop sleeps IDLE_S (30 s).
 
+Paused within one send: the claim takes a recipient only while its campaign
+is `sending`, so once an operator paused it (ops/campaigns.py) no further
+message of it leaves, the batch in hand included; the calls already claimed
+(at most SENDERS) finish. A campaign is `done` once the campaign_expansion
+pass wrote all its recipients and none is left to send.
+
 Never twice, also across a restart: a recipient is claimed (`sending`) in
 its own transaction before the Telegram call and marked `sent` in another
 once Telegram accepted it. The one bot (its lease) starts by failing the
@@ -151,7 +157,7 @@ class CampaignDelivery:
             if not self.bucket.take(self.stop):
                 return 0
             if not self._claim(recipient):
-                return 0  # not pending any more (a campaign sent twice by two loops is what this prevents)
+                return 0  # not pending any more (two loops sending one campaign), or its campaign was paused
             try:
                 telegram.call("sendMessage", self.bot.send_message, recipient.chat_id, recipient.text)
             except telegram.TelegramFailure as failure:
@@ -181,10 +187,15 @@ class CampaignDelivery:
         return 0
 
     def _claim(self, recipient):
+        sending = Campaign.select(Campaign.id).where(Campaign.id == recipient.campaign_id, Campaign.status == "sending")
         with db.atomic():
             claimed = (
                 CampaignRecipient.update(status="sending", attempts=CampaignRecipient.attempts + 1)
-                .where(CampaignRecipient.id == recipient.id, CampaignRecipient.status == "pending")
+                .where(
+                    CampaignRecipient.id == recipient.id,
+                    CampaignRecipient.status == "pending",
+                    CampaignRecipient.campaign.in_(sending),
+                )
                 .execute()
             )
         return claimed == 1
@@ -200,11 +211,11 @@ class CampaignDelivery:
         customers.mark_unreachable(recipient.customer_id)
 
     def finish_campaigns(self):
-        """Campaigns with no recipient left to send are `done`."""
+        """Sending campaigns whose recipients are all written (expanded) and none left to send are `done`."""
         open_recipients = CampaignRecipient.select(fn.COUNT(CampaignRecipient.id)).where(
             CampaignRecipient.campaign == Campaign.id, CampaignRecipient.status.in_(("pending", "sending"))
         )
         with db.atomic():
             Campaign.update(status="done", finished_at=utcnow()).where(
-                Campaign.status == "sending", open_recipients == 0
+                Campaign.status == "sending", Campaign.expanded_at.is_null(False), open_recipients == 0
             ).execute()

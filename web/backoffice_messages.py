@@ -1,8 +1,10 @@
 """What goes to customers and what they write, in the back office (SPEC 6, 14.4, 14.6): Campaigns and Support.
 
 /panel/campaigns                                   campaigns newest first, with their delivery counts, and
-                                                   the form that queues a new one (campaigns.write)
-/panel/campaigns/{id}                              a campaign: text, status, recipients per status, and the
+                                                   the form that previews an audience and queues a new one
+                                                   (now, at a time, or as a draft) (campaigns.write)
+/panel/campaigns/{id}                              a campaign: text, audience, schedule, status, recipients per
+                                                   status and those left out, start / pause / resume, and the
                                                    recipients it did not reach with why (campaigns.write)
 /panel/support                                     tickets of a status, most recently active first (support.read)
 /panel/support/tickets/{id}                        a ticket's messages with their attachments, and the reply
@@ -13,8 +15,9 @@ Server-rendered like the other pages (web/pages.py: the same session,
 permission, 403 and 503), from the same reads as the panel API
 (web/campaigns.py, web/support.py). Queueing a campaign and replying call
 that API with the operator's reason, so its rules, refusals and audit are
-the API's. The API has no start or cancel for a campaign: one is sending
-from the moment it is queued, until the bot has tried every recipient.
+the API's, and so do the campaign's Start, Pause and Resume buttons. The
+form's "Preview the audience" asks the API how many customers the audience
+holds now and shows the figures in the form (it writes nothing).
 
 An attachment is served only when a `support_attachments` row of that very
 ticket names its digest: the path is built from the digest the row holds
@@ -28,6 +31,7 @@ import bottle
 from peewee import fn
 
 from models.campaigns import CAMPAIGN_KINDS, RECIPIENT_STATUSES, Campaign, CampaignRecipient
+from models.commerce import Plan
 from models.support import TICKET_STATUSES, SupportAttachment, SupportMessage, SupportTicket
 from ops import attachments, campaigns, operators
 from ops.campaigns import MAX_TEXT_LENGTH as CAMPAIGN_TEXT_LENGTH
@@ -39,6 +43,14 @@ from web.pages import page
 from web.problems import Problem
 
 CAMPAIGN_ROWS = 25
+# The audiences the form offers besides `all` (ops/campaigns.py says what each holds).
+AUDIENCE_LABELS = (
+    ("active", "active: a period live now"),
+    ("expired", "expired: had access, hold none now"),
+    ("trial-only", "trial only: took a free trial, never paid"),
+    ("never-paid", "never paid"),
+    ("plan", "holders of a plan (choose it)"),
+)
 TICKET_ROWS = 100
 MISSED_ROWS = 50  # recipients a campaign did not reach, shown on its page
 # Image types a browser shows inline; Telegram re-encodes every photo as JPEG (bot/handlers/support.py).
@@ -132,6 +144,8 @@ def build(attachment_dir=""):
             counts=delivery_counts([c.id for c in rows]),
             kinds=CAMPAIGN_KINDS,
             max_text=CAMPAIGN_TEXT_LENGTH,
+            audiences=AUDIENCE_LABELS,
+            plans=list(Plan.select().where(Plan.active == True).order_by(Plan.id)),  # noqa: E712
         )
 
     @app.get("/panel/campaigns/<campaign_id>")
@@ -245,4 +259,3 @@ def build(attachment_dir=""):
         return content
 
     return app
-

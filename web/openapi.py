@@ -13,7 +13,7 @@ from commerce import webhooks as webhook_intake
 from commerce.orders import ORDERABLE_KINDS
 from commerce.phase import PHASES
 from commerce.providers import PAYMENT_METHODS
-from models.campaigns import CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUSES
+from models.campaigns import AUDIENCES, CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUSES
 from models.catalogue import GIFT_CARD_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
@@ -1105,44 +1105,121 @@ CAMPAIGN = _object(
         "id": INTEGER,
         "kind": {"type": "string", "enum": list(CAMPAIGN_KINDS)},
         "status": {"type": "string", "enum": list(CAMPAIGN_STATUSES)},
+        "audience": {"type": "string", "enum": list(AUDIENCES)},
+        "planId": NULLABLE_INTEGER,
+        "startAt": {**TIME, "description": "when it starts (null: a draft)"},
+        "expandedAt": {**TIME, "description": "when its recipients were all written (null: still being written)"},
         "recipients": INTEGER,
+        "leftOut": _object({"blocked": INTEGER, "unreachable": INTEGER}),
         "createdBy": STRING,
         "createdAt": TIME,
         "finishedAt": TIME,
         "delivery": _object({status: INTEGER for status in RECIPIENT_STATUSES}),
     }
 )
+CAMPAIGN_AUDIENCE = {
+    "kind": {"type": "string", "enum": list(CAMPAIGN_KINDS), "description": "default: campaign"},
+    "audience": {
+        "type": "string",
+        "enum": list(ops_campaigns.SEGMENTS),
+        "description": "default: all (or the customers named in customerIds)",
+    },
+    "planId": {"type": "integer", "description": "the plan whose holders the audience `plan` is"},
+    "customerIds": {
+        "type": "array",
+        "items": STRING,
+        "minItems": 1,
+        "maxItems": ops_campaigns.MAX_NAMED_CUSTOMERS,
+        "description": "only these customers (without audience)",
+    },
+}
 CAMPAIGN_REQUEST = _object(
     {
-        "kind": {"type": "string", "enum": list(CAMPAIGN_KINDS), "description": "default: campaign"},
+        **CAMPAIGN_AUDIENCE,
         "text": {"type": "string", "minLength": 1, "maxLength": ops_campaigns.MAX_TEXT_LENGTH},
-        "customerIds": {
-            "type": "array",
-            "items": STRING,
-            "minItems": 1,
-            "maxItems": ops_campaigns.MAX_NAMED_CUSTOMERS,
-            "description": "only these customers; default: every customer the bot can reach",
+        "startAt": {
+            "type": "string",
+            "format": "date-time",
+            "description": "when it starts (at most a year ahead); default: now",
         },
+        "draft": {"type": "boolean", "description": "true: not started until POST …/start"},
     },
     ["text"],
 )
+CAMPAIGN_PREVIEW = _object({"audience": INTEGER, "blocked": INTEGER, "unreachable": INTEGER, "recipients": INTEGER})
+CAMPAIGN_CHANGES = {
+    "start": "A draft or scheduled campaign starts now (audited `campaign.started`)",
+    "pause": "The bot sends no more of a scheduled or sending campaign until resumed (audited `campaign.paused`)",
+    "resume": "A paused campaign goes on (audited `campaign.resumed`)",
+}
+
+
+def _campaign_change(name, summary):
+    return {
+        "post": {
+            "summary": f"{summary} (campaigns.write)",
+            "security": SESSION,
+            "parameters": [_id_parameter("campaignID"), REASON],
+            "responses": {
+                "200": _ok(_object({"campaign": CAMPAIGN})),
+                "400": _error("`invalid_campaign_id`, `reason_required`"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": _error("no such campaign (`campaign_not_found`)"),
+                "409": _error(f"the campaign's status does not allow {name} (`campaign_state_conflict`)"),
+            },
+        }
+    }
 
 
 def _campaign_paths():
-    return {
+    paths = {
         "/v1/panel/campaigns": {
             "post": {
-                "summary": "Queue a campaign or an announcement for the bot to send (campaigns.write, audited"
-                " `campaign.created`)",
+                "summary": "Queue a campaign or an announcement for the bot to send: now, at startAt, or as a draft"
+                " (campaigns.write, audited `campaign.created`)",
                 "security": SESSION,
                 "parameters": [REASON],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": CAMPAIGN_REQUEST}}},
                 "responses": {
                     "201": _ok(_object({"campaign": CAMPAIGN}), "Queued"),
-                    "400": _error("`invalid_campaign_kind`, `invalid_campaign_text`, `invalid_audience`, …"),
+                    "400": _error(
+                        "`invalid_campaign_kind`, `invalid_campaign_text`, `invalid_audience`, `invalid_schedule`, …"
+                    ),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
-                    "422": _error("no customer in the audience can be reached through the bot (`empty_audience`)"),
+                    "422": _error(
+                        "started now, nobody in the audience can be reached through the bot (`empty_audience`);"
+                        " no such plan (`plan_not_found`)"
+                    ),
+                },
+            }
+        },
+        "/v1/panel/campaigns/preview": {
+            "post": {
+                "summary": "How many customers with a chat the audience holds now, and how many of them a campaign"
+                " would leave out: blocked by an operator (campaigns only) or unreachable (campaigns.write; writes"
+                " nothing)",
+                "security": SESSION,
+                "parameters": [],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                **_object(CAMPAIGN_AUDIENCE, []),
+                                "additionalProperties": True,
+                                "description": "a campaign's body: text, startAt and draft are ignored",
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _ok(_object({"preview": CAMPAIGN_PREVIEW})),
+                    "400": _error("`invalid_campaign_kind`, `invalid_audience`"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "422": _error("no such plan (`plan_not_found`)"),
                 },
             }
         },
@@ -1153,6 +1230,9 @@ def _campaign_paths():
             "no such campaign (`campaign_not_found`)",
         ),
     }
+    for name, summary in CAMPAIGN_CHANGES.items():
+        paths[f"/v1/panel/campaigns/{{campaignID}}/{name}"] = _campaign_change(name, summary)
+    return paths
 
 
 TICKET = _object(

@@ -10,7 +10,7 @@ from bot.lifecycle import EXPIRING_3D
 from models.campaigns import Campaign, CampaignRecipient
 from models.ops import CustomerNotice
 from models.support import SupportMessage
-from ops import support
+from ops import campaign_expansion, support
 from ops.campaigns import create_campaign, progress
 from tests.bot.test_campaign_delivery import TEXT, customers
 from tests.bot.test_lifecycle_notices import subscribed
@@ -30,6 +30,7 @@ def test_the_bot_process_queues_lifecycle_notices_delivers_campaigns_and_pushes_
     chats = customers(5)
     fake_telegram.block(chats[4])
     campaign = create_campaign("announcement", TEXT, "alice", "news")
+    campaign_expansion.run()  # the worker's pass writes its recipients
     ticket, _ = support.customer_writes(f"c{chats[0]}", chats[0], "help")
     reply = support.operator_replies(ticket.id, "alice", "Here you go.", "answering")
 
@@ -50,6 +51,7 @@ def test_the_bot_process_queues_lifecycle_notices_delivers_campaigns_and_pushes_
 def test_a_bot_killed_mid_campaign_leaves_nobody_with_the_text_twice(bots, fake_telegram):
     chats = customers(300)
     campaign = create_campaign("campaign", TEXT, "alice", "sale")
+    campaign_expansion.run()  # the worker's pass writes its recipients
     first = bots.start({"APP_TELEGRAM_DELIVERY_RATE": "50"})
     bots.wait_polling(first)
     wait_for(lambda: len(fake_telegram.accepted("sendMessage")) >= 80, 60, interval=0.05, message="80 sent")

@@ -8,10 +8,10 @@ import re
 import pytest
 import requests
 
-from models.campaigns import CampaignRecipient
+from models.campaigns import Campaign, CampaignRecipient
 from models.ops import AuditEvent
 from models.support import SupportTicket
-from ops import support
+from ops import campaign_expansion, support
 from ops.campaigns import create_campaign
 from tests.web import test_panel_api as api
 from tests.web.conftest import serving
@@ -41,6 +41,7 @@ def outreach(attachment_dir):
 
     reached, blocked = sales.customer("Alice Shopper", "alice_shop"), sales.customer("Bob Blocked", "bob_b")
     campaign = create_campaign("announcement", "Maintenance tonight at 02:00 UTC.", "operator:alice", "window")
+    campaign_expansion.run()  # the worker's pass writes its recipients
     CampaignRecipient.update(status="sent").where(CampaignRecipient.customer == reached.id).execute()
     CampaignRecipient.update(status="unreachable", error_code="403").where(
         CampaignRecipient.customer == blocked.id
@@ -91,16 +92,35 @@ def test_the_campaigns_page_lists_each_campaign_with_its_delivery_counts_and_the
     text = page(web, "/panel/campaigns", api.session_of(web)).text
     row = re.search(rf'<tr data-campaign="{outreach["campaign"].id}">(.*?)</tr>', text, re.DOTALL).group(1)
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)
-    assert cells[1:8] == ["announcement", "sending", "2", "1", "0", "1", "0"]  # kind … unreachable, waiting
+    assert cells[1:4] == ["announcement", "all", "sending"]
+    assert cells[5:11] == ["2", "1", "0", "1", "0", "0"]  # recipients, sent, failed, unreachable, left out, waiting
     assert f'href="/panel/campaigns/{outreach["campaign"].id}"' in row
     assert 'data-action="/v1/panel/campaigns"' in text and 'data-field="customerIds" data-list' in text
     assert '<option value="announcement">' in text and 'name="reason"' in text
+    assert 'data-action="/v1/panel/campaigns/preview" data-show="preview"' in text and '"draft": true' in text
+    assert '<option value="trial-only">' in text and 'data-field="startAt"' in text
+
+
+def test_a_paused_campaigns_page_offers_resume_and_shows_whom_it_left_out(web, outreach):
+    campaign = outreach["campaign"]
+    Campaign.update(status="paused", left_out_blocked=3, left_out_unreachable=4).where(
+        Campaign.id == campaign.id
+    ).execute()
+    headers = api.session_of(web)
+    text = page(web, f"/panel/campaigns/{campaign.id}", headers).text
+    assert 'id="left-out-blocked">3<' in text and 'id="left-out-unreachable">4<' in text
+    assert f'data-action="/v1/panel/campaigns/{campaign.id}/resume"' in text
+    assert f'data-action="/v1/panel/campaigns/{campaign.id}/pause"' not in text
+    Campaign.update(status="done").where(Campaign.id == campaign.id).execute()
+    assert 'id="campaign-actions"' not in page(web, f"/panel/campaigns/{campaign.id}", headers).text
 
 
 def test_a_campaigns_page_shows_its_text_counts_and_who_it_did_not_reach_with_why(web, outreach):
     text = page(web, f"/panel/campaigns/{outreach['campaign'].id}", api.session_of(web)).text
     assert 'id="count-sent">1<' in text and 'id="count-unreachable">1<' in text and 'id="count-failed">0<' in text
     assert "Maintenance tonight at 02:00 UTC." in text
+    assert f'data-action="/v1/panel/campaigns/{outreach["campaign"].id}/pause"' in text  # sending: pause only
+    assert f'data-action="/v1/panel/campaigns/{outreach["campaign"].id}/resume"' not in text
     missed = text[text.index('<table id="missed">') :]
     assert f'href="/panel/customers/{outreach["blocked"].id}"' in missed
     assert f'href="/panel/customers/{outreach["reached"].id}"' not in missed

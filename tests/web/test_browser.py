@@ -238,6 +238,9 @@ def test_an_operator_reads_a_ticket_with_its_photo_replies_and_queues_an_announc
         form.locator("select[name=kind]").select_option("announcement")
         form.locator("textarea[name=text]").fill("Maintenance tonight at 02:00 UTC.")
         form.locator("textarea[name=customerIds]").fill(buyer.id)
+        form.locator("button", has_text="Preview the audience").click()  # no reason needed: it writes nothing
+        page.wait_for_function("document.querySelector('#audience-preview').textContent.includes('recipients: 1')")
+        assert Campaign.select().count() == 0
         form.locator("input[name=reason]").fill("planned maintenance")
         with page.expect_navigation():
             form.locator("button", has_text="Queue it").click()

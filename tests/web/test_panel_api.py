@@ -711,6 +711,10 @@ ROUTES = [
     ("POST", "/v1/panel/access-codes", "payments.write"),
     ("POST", "/v1/panel/campaigns", "campaigns.write"),
     ("GET", "/v1/panel/campaigns/{campaign}", "campaigns.write"),
+    ("POST", "/v1/panel/campaigns/preview", "campaigns.write"),
+    ("POST", "/v1/panel/campaigns/{campaign}/start", "campaigns.write"),
+    ("POST", "/v1/panel/campaigns/{campaign}/pause", "campaigns.write"),
+    ("POST", "/v1/panel/campaigns/{campaign}/resume", "campaigns.write"),
     ("GET", "/v1/panel/support/tickets", "support.read"),
     ("GET", "/v1/panel/support/tickets/{ticket}", "support.read"),
     ("POST", "/v1/panel/support/tickets/{ticket}/replies", "support.write"),
@@ -718,7 +722,10 @@ ROUTES = [
 ]
 # What a permitted route answers when the matrix's world cannot take the change: the subscription is
 # provisioned, so there is nothing to re-provision (its own tests cover the success).
-REFUSALS_WHEN_ALLOWED = {"/v1/panel/customers/{customer}/subscriptions/{subscription}/reprovision": (409,)}
+REFUSALS_WHEN_ALLOWED = {
+    "/v1/panel/customers/{customer}/subscriptions/{subscription}/reprovision": (409,),
+    "/v1/panel/campaigns/{campaign}/start": (409,),  # the campaign is sending already (pause and resume succeed)
+}
 # Bodies of the routes that take more than the operator changes' {operation, requestId}.
 BODIES = {
     "/v1/panel/system/maintenance": {"active": True},
@@ -817,6 +824,8 @@ def test_permission_matrix(web, permissions):
         assert (GiftCard.select().count(), AccessCode.select().count()) == (0, 0)
     if "campaigns.write" not in permissions:
         assert Campaign.select().count() == 1  # the test's own
+        assert Campaign.get_by_id(campaign_id).status == "sending"
+        assert AuditEvent.select().where(AuditEvent.action.startswith("campaign.")).count() == 1
     if "support.write" not in permissions:
         assert SupportMessage.select().where(SupportMessage.author == "operator").count() == 0
 

@@ -42,6 +42,7 @@
   .phase-provisioning, .phase-grace, .phase-paused { color: #b54708; font-weight: 600; }
   .status-sent, .status-done, .status-answered { color: var(--ok); }
   .status-unreachable, .status-sending, .status-open { color: #b54708; }
+  .status-paused, .status-draft, .status-scheduled { color: var(--muted); font-weight: 600; }
   .message { margin-bottom: 10px; padding: 10px 12px; background: #fff; border: 1px solid var(--line); border-radius: 6px; }
   .message.operator { margin-left: 48px; background: #f4f7ff; }
   .message .text { white-space: pre-wrap; overflow-wrap: anywhere; margin: 6px 0 0; }
@@ -108,12 +109,21 @@
     // default applies (a refund back where it was paid, a campaign to every reachable customer).
     form.querySelectorAll("[data-field]").forEach((field) => {
       if (!field.value.trim()) return;
-      const value = "list" in field.dataset ? field.value.split(/[\s,]+/).filter(Boolean) : field.value;
+      let value = "list" in field.dataset ? field.value.split(/[\s,]+/).filter(Boolean) : field.value;
+      if ("number" in field.dataset) value = Number(value);
       values = { ...values, [field.dataset.field]: value };
     });
     const body = values ? JSON.stringify(values) : undefined;
     if (body) headers["Content-Type"] = "application/json";
     const answer = await fetch(button.dataset.action, { method: "POST", headers, body: body || undefined });
+    // A button with data-show reads without changing anything (a campaign's audience preview): its answer's
+    // figures are shown in the form instead of reloading the page.
+    if (answer.ok && button.dataset.show) {
+      const shown = (await answer.json())[button.dataset.show];
+      form.querySelector(".result").textContent = Object.entries(shown).map(([k, v]) => `${k}: ${v}`).join(" · ");
+      form.querySelector(".error").textContent = "";
+      return;
+    }
     if (answer.ok) { location.reload(); return; }
     const problem = await answer.json().catch(() => ({ detail: answer.statusText }));
     form.querySelector(".error").textContent = problem.detail || "refused";
