@@ -1,6 +1,7 @@
 """Peewee models, one module per area; `db` is the one database object."""
 
 from models.base import BaseModel, db, utcnow
+from models.blocklists import BLOCKLIST_MODELS
 from models.bot import BOT_MODELS
 from models.campaigns import CAMPAIGN_MODELS
 from models.catalogue import CATALOGUE_MODELS
@@ -46,6 +47,7 @@ ALL_MODELS = QUEUE_MODELS + [
     *SUPPORT_MODELS,
     *BOT_MODELS,
     *CAMPAIGN_MODELS,
+    *BLOCKLIST_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

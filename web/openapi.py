@@ -115,6 +115,23 @@ DESTINATION = _object(
         "dead": INTEGER,
     }
 )
+BLOCKLIST_SOURCE = _object(
+    {
+        "id": INTEGER,
+        "url": {"type": "string", "description": "the origin only; a path or query shows as /…"},
+        "hasToken": {"type": "boolean", "description": "a token is sealed for it (never shown)"},
+        "active": BOOLEAN,
+        "status": {"type": "string", "enum": ["new", "ok", "failed"]},
+        "lastRefreshAt": TIME,
+        "lastSuccessAt": TIME,
+        "listChangedAt": TIME,
+        "lastError": NULLABLE_STRING,
+        "failureCount": INTEGER,
+        "entryCount": INTEGER,
+        "blockedCustomers": INTEGER,
+        "createdAt": TIME,
+    }
+)
 WHOAMI = _object({"username": STRING, "permissions": {"type": "array", "items": STRING}})
 PROBLEM = _object(
     {
@@ -650,6 +667,7 @@ def document():
             },
         }
     }
+    paths.update(_blocklist_paths())
     paths.update(_back_office_paths())
     paths.update(_commerce_paths())
     paths.update(_campaign_paths())
@@ -697,6 +715,70 @@ PAGE = [
     _query("limit", {"type": "integer", "minimum": 1, "maximum": backoffice.MAX_PAGE}, "default: 25"),
 ]
 NO_CUSTOMER = "no such customer (`customer_not_found`)"
+
+
+def _blocklist_paths():
+    source = _object({"source": BLOCKLIST_SOURCE})
+    return {
+        "/v1/panel/system/blocklists": {
+            "get": {
+                "summary": "Blocklist sources: last refresh, status, list size, customers blocked (system.read)",
+                "security": SESSION,
+                "responses": {
+                    "200": _ok(
+                        _object({"sources": {"type": "array", "items": BLOCKLIST_SOURCE}, "maxSources": INTEGER})
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                },
+            },
+            "post": {
+                "summary": "Add a source (at most 20); its token is sealed and never shown again (system.write,"
+                " audited)",
+                "security": SESSION,
+                "parameters": [REASON],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object(
+                                {
+                                    "url": {"type": "string", "format": "uri", "maxLength": 2000},
+                                    "token": {
+                                        "type": ["string", "null"],
+                                        "maxLength": 500,
+                                        "description": "sent as Authorization: Bearer <token>",
+                                    },
+                                }
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _ok(source, "added"),
+                    "400": _error("bad input: `invalid_url`, `invalid_token`, `invalid_body`, …"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "409": _error("20 sources are active already (`too_many_sources`)"),
+                    "503": _error("a token given and APP_DATA_ENCRYPTION_KEY not set (`sealing_unavailable`)"),
+                },
+            },
+        },
+        "/v1/panel/system/blocklists/{sourceID}": {
+            "delete": {
+                "summary": "Remove a source; the customers only it listed are unblocked (system.write, audited)",
+                "security": SESSION,
+                "parameters": [_id_parameter("sourceID"), REASON],
+                "responses": {
+                    "200": _ok(source),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such active source (`blocklist_source_not_found`)"),
+                },
+            }
+        },
+    }
 
 
 def _back_office_paths():
@@ -1072,10 +1154,11 @@ def _commerce_paths():
                     "200": _ok(CHECKOUT),
                     "400": BAD_REQUEST,
                     "401": UNAUTHORIZED,
+                    "403": _error("the customer is blocked, by hand or by a blocklist (`customer_blocked`)"),
                     "404": _error("no such customer, plan, add-on or subscription"),
                     "409": _error("the order or the subscription cannot take it (`order_not_payable`, …)"),
                     "422": _error(
-                        "not sold this way: a blocked customer, a plan not priced in the currency, a provider"
+                        "not sold this way: a plan not priced in the currency, a provider"
                         " not configured, a wallet that cannot cover it (`insufficient_funds`), …"
                     ),
                     "502": _error("the provider refused or did not answer (`provider_unavailable`, …)"),
