@@ -26,7 +26,9 @@ Then `apply_to_customers` makes `customers.blocked` agree with the stored
 lists: a customer whose Telegram id some active source lists is blocked
 with `blocked_reason` = BLOCKED_BY; one blocked that way whom no list names
 any more is unblocked. A customer blocked for another reason is never
-touched either way, so the lists never undo a block they did not make.
+touched either way, so the lists never undo a block they did not make. A
+customer who first writes to the bot while listed is created blocked
+(commerce/customers.py).
 """
 
 import logging
@@ -38,6 +40,7 @@ from urllib.parse import urlsplit
 import requests
 from peewee import fn
 
+from commerce.customers import BLOCKED_BY_LIST
 from models.base import db, utcnow
 from models.blocklists import BlocklistEntry, BlocklistSource
 from models.commerce import Customer
@@ -48,7 +51,7 @@ from ops.records import record_audit
 logger = logging.getLogger("omniflow.blocklists")
 
 MAX_SOURCES = 20  # SPEC 15.8
-BLOCKED_BY = "blocklist"  # customers.blocked_reason of a customer a list blocked
+BLOCKED_BY = BLOCKED_BY_LIST  # customers.blocked_reason of a customer a list blocked
 MAX_BODY_BYTES = 16 << 20  # about a million ids
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 5, 15
 TOTAL_TIMEOUT_S = 30  # a source that trickles its answer is given up on after this
@@ -350,8 +353,3 @@ def apply_to_customers(now):
             },
         )
     return blocked, unblocked
-
-
-def listed(telegram_id):
-    """Whether some active source lists this Telegram id now."""
-    return BlocklistEntry.select().where(BlocklistEntry.telegram_id == telegram_id).exists()
