@@ -226,6 +226,9 @@ def cmd_web(args):
 
         panel = RemnawaveClient(settings.remnawave_url, settings.remnawave_token)
     maintenance_controller.start(panel, settings.maintenance_probe_seconds)
+    from ops import telemetry
+
+    telemetry.start(settings)  # off unless APP_TELEMETRY_URL or APP_TELEMETRY_COLLECTOR is set
     serve(create_app(settings), settings.port, **server_options(settings))
 
 

@@ -21,6 +21,7 @@ from models.ops import (
 )
 from models.payments import PAYMENT_MODELS
 from models.support import SUPPORT_MODELS
+from models.telemetry import TELEMETRY_MODELS
 
 ALL_MODELS = QUEUE_MODELS + [
     Customer,
@@ -48,6 +49,7 @@ ALL_MODELS = QUEUE_MODELS + [
     *BOT_MODELS,
     *CAMPAIGN_MODELS,
     *BLOCKLIST_MODELS,
+    *TELEMETRY_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

@@ -120,6 +120,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0034_finished_outbox_events",
         "0035_jobs_autovacuum",
         "0036_blocklists",
+        "0037_telemetry",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

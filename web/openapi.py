@@ -21,6 +21,7 @@ from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSE
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
+from ops import telemetry
 from web import admin, backoffice, panel
 from web import checkout as web_checkout
 from web import support as web_support
@@ -130,6 +131,16 @@ BLOCKLIST_SOURCE = _object(
         "entryCount": INTEGER,
         "blockedCustomers": INTEGER,
         "createdAt": TIME,
+    }
+)
+HEARTBEAT = _object(
+    {
+        "type": {"type": "string", "enum": [telemetry.KIND]},
+        "installationId": {"type": "string", "description": "the installation's own random id (32 hex digits)"},
+        "version": STRING,
+        "database": {"type": "string", "enum": list(telemetry.DATABASES)},
+        "sentAt": {"type": "string", "format": "date-time"},
+        "counts": _object({name: INTEGER for name in telemetry.COUNTS}),
     }
 )
 WHOAMI = _object({"username": STRING, "permissions": {"type": "array", "items": STRING}})
@@ -1180,6 +1191,20 @@ def _commerce_paths():
         "/v1/webhooks/cryptobot": webhook(
             "Crypto Pay (CryptoBot) updates, signed", CRYPTOBOT_UPDATE, parameters=[signature]
         ),
+        "/v1/telemetry/heartbeat": {
+            "post": {
+                "summary": "Another installation's `installation.heartbeat` (SPEC 15.9), stored in collector mode"
+                " (APP_TELEMETRY_COLLECTOR) only",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": HEARTBEAT}}},
+                "responses": {
+                    "202": _ok(_object({"id": INTEGER}), "stored"),
+                    "400": _error("not exactly a heartbeat (`invalid_heartbeat`, `invalid_body`)"),
+                    "404": _error("this installation does not collect telemetry (`telemetry_collector_off`)"),
+                    "415": _error("not sent as application/json (`unsupported_media_type`)"),
+                    "503": _error("the database is unreachable or not migrated (`database_unavailable`)"),
+                },
+            }
+        },
     }
 
 
