@@ -35,7 +35,6 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import requests
 from peewee import fn
@@ -45,7 +44,7 @@ from models.base import db, utcnow
 from models.blocklists import BlocklistEntry, BlocklistSource
 from models.commerce import Customer
 from ops import sealing
-from ops.outbox import display_url
+from ops.outbox import display_url, well_formed_url
 from ops.records import record_audit
 
 logger = logging.getLogger("omniflow.blocklists")
@@ -103,15 +102,7 @@ class Fetched:
 
 
 def check_url(url):
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if (
-        parts is None
-        or parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or len(url) > URL_MAX
-        or not url.isprintable()
-        or " " in url
-    ):
+    if not well_formed_url(url, URL_MAX):
         raise SourceRejected(INVALID_URL, f"the URL must be http:// or https:// with a host, at most {URL_MAX}")
     return url
 

@@ -124,6 +124,8 @@ def test_a_bad_source_is_refused_with_a_code_and_nothing_is_written(database, da
     for url, token, code in (
         ("ftp://lists.example/ids", None, "invalid_url"),
         ("https://", None, "invalid_url"),
+        ("https://lists.example:99999/ids", None, "invalid_url"),
+        ("http://[::1/ids", None, "invalid_url"),
         ("https://lists.example/ids", "two words", "invalid_token"),
         ("https://lists.example/ids", "line\nbreak", "invalid_token"),
     ):
