@@ -173,7 +173,7 @@ def worker_summary(settings, left_out):
     else:
         missing.append("payment providers (APP_YOOKASSA_SHOP_ID, APP_CRYPTOBOT_TOKEN)")
     if not settings.data_encryption_key:
-        missing.append("data key (APP_DATA_ENCRYPTION_KEY)")
+        missing.append("data key (APP_DATA_ENCRYPTION_KEY: lifecycle_sweep skips the blocklist refresh)")
     if not settings.backup_dir:
         missing.append("backups (APP_BACKUP_DIR)")
     if missing:
