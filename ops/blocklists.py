@@ -248,23 +248,23 @@ def fetch(source, session):
         raise ListRefused(UNREACHABLE, type(error).__name__) from None
 
 
-def refresh(now=None, should_stop=lambda: False, session=None):
+def refresh(now=None, should_stop=lambda: False):
     """Refresh every active source, then apply the lists to customers.
     Returns {"ok": n, "failed": n, "blocked": n, "unblocked": n}."""
     now = now or utcnow()
     outcome = {"ok": 0, "failed": 0}
-    session = session or requests.Session()
-    for source in BlocklistSource.select().where(BlocklistSource.active == True).order_by(BlocklistSource.id):  # noqa: E712
-        if should_stop():
-            break
-        try:
-            fetched = fetch(source, session)
-        except ListRefused as refused:
-            _record_failure(source, refused, now)
-            outcome["failed"] += 1
-            continue
-        _record_success(source, fetched, now)
-        outcome["ok"] += 1
+    with requests.Session() as http:
+        for source in list(_active().order_by(BlocklistSource.id)):
+            if should_stop():
+                break
+            try:
+                fetched = fetch(source, http)
+            except ListRefused as refused:
+                _record_failure(source, refused, now)
+                outcome["failed"] += 1
+                continue
+            _record_success(source, fetched, now)
+            outcome["ok"] += 1
     with db.atomic():
         outcome["blocked"], outcome["unblocked"] = apply_to_customers(now)
     return outcome
