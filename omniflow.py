@@ -174,7 +174,7 @@ def worker_summary(settings, left_out):
     else:
         missing.append("payment providers (APP_YOOKASSA_SHOP_ID, APP_CRYPTOBOT_TOKEN)")
     if not settings.data_encryption_key:
-        missing.append("data key (APP_DATA_ENCRYPTION_KEY)")
+        missing.append("data key (APP_DATA_ENCRYPTION_KEY: lifecycle_sweep skips the blocklist refresh)")
     if not settings.backup_dir:
         missing.append("backups (APP_BACKUP_DIR)")
     if missing:
@@ -227,6 +227,9 @@ def cmd_web(args):
 
         panel = RemnawaveClient(settings.remnawave_url, settings.remnawave_token)
     maintenance_controller.start(panel, settings.maintenance_probe_seconds)
+    from ops import telemetry
+
+    telemetry.start(settings)  # off unless APP_TELEMETRY_URL or APP_TELEMETRY_COLLECTOR is set
     serve(create_app(settings), settings.port, **server_options(settings))
 
 

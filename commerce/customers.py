@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from peewee import IntegrityError
 
 from models.base import db, utcnow
+from models.blocklists import BlocklistEntry
 from models.commerce import Customer, Subscription
+
+BLOCKED_BY_LIST = "blocklist"  # blocked_reason of a customer a blocklist blocked (ops/blocklists.py)
 
 MAX_NAME_LENGTH = 128
 # Bidirectional formatting characters: inside a name they reorder the text around it ("Welcome, …!" read
@@ -49,9 +52,12 @@ def customer_for_telegram(identity, language, known=None):
     A known customer's name and username follow Telegram's, and one marked
     unreachable (they had blocked the bot) is reachable again; the language is
     set once, at creation, and after that only by the customer's own choice.
+    A user some blocklist names is created blocked, as lifecycle_sweep would
+    block them at its next run.
     """
     customer = known if known is not None else find_by_telegram(identity.telegram_id)
     if customer is None:
+        listed = BlocklistEntry.select().where(BlocklistEntry.telegram_id == identity.telegram_id).exists()
         try:
             with db.atomic():
                 customer = Customer.create(
@@ -59,6 +65,9 @@ def customer_for_telegram(identity, language, known=None):
                     telegram_username=identity.username or None,
                     display_name=identity.display_name,
                     language_code=language,
+                    blocked=listed,
+                    blocked_reason=BLOCKED_BY_LIST if listed else None,
+                    blocked_at=utcnow() if listed else None,
                 )
             return customer, True
         except IntegrityError:

@@ -127,6 +127,8 @@ class Settings:
     telegram_required_channel: str = ""  # "": channel membership is not checked
     bot_lease_ttl_seconds: int = BOT_LEASE_TTL_S
     topup_max_minor: dict = field(default_factory=lambda: dict(TOPUP_MAX_MINOR))
+    telemetry_url: str = ""  # "": no heartbeat is sent (SPEC 15.9: off by default)
+    telemetry_collector: bool = False  # this web process accepts and stores other installations' heartbeats
 
     def secrets(self):
         """Every secret value currently configured, for the redactor."""
@@ -444,4 +446,6 @@ def load_settings(environ=None, dotenv_path=None):
         telegram_required_channel=_channel(environ, "APP_TELEGRAM_REQUIRED_CHANNEL"),
         bot_lease_ttl_seconds=_bot_lease_ttl(environ),
         topup_max_minor=_topup_max(environ, "APP_TOPUP_MAX_MINOR"),
+        telemetry_url=_base_url(environ, "APP_TELEMETRY_URL"),
+        telemetry_collector=_boolean(environ, "APP_TELEMETRY_COLLECTOR", False),
     )

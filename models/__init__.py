@@ -1,6 +1,7 @@
 """Peewee models, one module per area; `db` is the one database object."""
 
 from models.base import BaseModel, db, utcnow
+from models.blocklists import BLOCKLIST_MODELS
 from models.bot import BOT_MODELS
 from models.campaigns import CAMPAIGN_MODELS
 from models.catalogue import CATALOGUE_MODELS
@@ -20,6 +21,7 @@ from models.ops import (
 )
 from models.payments import PAYMENT_MODELS
 from models.support import SUPPORT_MODELS
+from models.telemetry import TELEMETRY_MODELS
 
 ALL_MODELS = QUEUE_MODELS + [
     Customer,
@@ -46,6 +48,8 @@ ALL_MODELS = QUEUE_MODELS + [
     *SUPPORT_MODELS,
     *BOT_MODELS,
     *CAMPAIGN_MODELS,
+    *BLOCKLIST_MODELS,
+    *TELEMETRY_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

@@ -104,17 +104,21 @@ def private_destinations_allowed():
     return _private_allowed
 
 
+def well_formed_url(url, limit=URL_MAX):
+    """An http(s) URL with a host (and a port in range, if any), printable, no spaces, at most `limit` characters."""
+    if not isinstance(url, str) or len(url) > limit or not url.isprintable() or " " in url:
+        return False
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port out of range, a malformed IPv6 host
+        return False
+
+
 def check_url(url):
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if (
-        parts is None
-        or parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or len(url) > URL_MAX
-        or not url.isprintable()
-        or " " in url
-    ):
+    if not well_formed_url(url):
         raise DestinationRejected(INVALID_URL, f"the URL must be http:// or https:// with a host, at most {URL_MAX}")
+    parts = urlsplit(url)
     refusal = None if private_destinations_allowed() else _refused_host(parts.hostname.split("%", 1)[0].rstrip("."))
     if refusal:
         raise DestinationRejected(

@@ -119,6 +119,8 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0033_operators_write",
         "0034_finished_outbox_events",
         "0035_jobs_autovacuum",
+        "0036_blocklists",
+        "0037_telemetry",
         "0040_campaign_audiences",
     ]
     assert migrations.pending(database) == everything

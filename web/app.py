@@ -32,6 +32,7 @@ from web import (
     panel,
     problems,
     support,
+    telemetry,
     webhooks,
 )
 
@@ -63,6 +64,7 @@ def create_app(settings):
     app.merge(backoffice_pages.build())
     app.merge(backoffice_messages.build(settings.support_attachment_dir))
     app.merge(operator_accounts.build())
+    app.merge(telemetry.build(settings.telemetry_collector))
     return app
 
 

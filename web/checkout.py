@@ -9,10 +9,11 @@ the order, its status and, by provider, the confirmation URL to send the
 payer to or the Stars invoice for the bot; a wallet order is paid at once.
 `requestId` makes a retried request the same checkout (the same order and
 the same payment at the provider). Refusals write nothing: 400 for a
-malformed request, 404 for an unknown customer, plan, add-on or
-subscription, 409 when the order or the subscription cannot take it, 422
-for what the shop does not sell this way (a blocked customer, a plan not
-priced in the currency, a provider not configured, a wallet that cannot
+malformed request, 403 `customer_blocked` for a customer who is blocked
+(by hand or by a blocklist, ops/blocklists.py), 404 for an unknown customer,
+plan, add-on or subscription, 409 when the order or the subscription cannot
+take it, 422 for what the shop does not sell this way (a plan not priced in
+the currency, a provider not configured, a wallet that cannot
 cover it, a top-up above APP_TOPUP_MAX_MINOR, an amount above what the
 provider takes in one payment), 502 when the provider refused or did not
 answer, and 503 `maintenance_active` while maintenance is on.
@@ -35,6 +36,7 @@ TEXT_FIELDS = ("customerId", "kind", "provider", "currency", "requestId", "subsc
 INTEGER_FIELDS = ("planId", "addonId", "amountMinor", "offerId")
 REQUIRED = ("customerId", "kind", "provider", "currency", "requestId")
 STATUS_OF = {
+    order_codes.CUSTOMER_BLOCKED: 403,
     order_codes.CUSTOMER_NOT_FOUND: 404,
     order_codes.SUBSCRIPTION_NOT_FOUND: 404,
     PLAN_NOT_FOUND: 404,

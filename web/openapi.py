@@ -21,6 +21,7 @@ from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSE
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
+from ops import telemetry
 from web import admin, backoffice, panel
 from web import checkout as web_checkout
 from web import support as web_support
@@ -113,6 +114,33 @@ DESTINATION = _object(
         "pending": INTEGER,
         "retrying": INTEGER,
         "dead": INTEGER,
+    }
+)
+BLOCKLIST_SOURCE = _object(
+    {
+        "id": INTEGER,
+        "url": {"type": "string", "description": "the origin only; a path or query shows as /…"},
+        "hasToken": {"type": "boolean", "description": "a token is sealed for it (never shown)"},
+        "active": BOOLEAN,
+        "status": {"type": "string", "enum": ["new", "ok", "failed"]},
+        "lastRefreshAt": TIME,
+        "lastSuccessAt": TIME,
+        "listChangedAt": TIME,
+        "lastError": NULLABLE_STRING,
+        "failureCount": INTEGER,
+        "entryCount": INTEGER,
+        "blockedCustomers": INTEGER,
+        "createdAt": TIME,
+    }
+)
+HEARTBEAT = _object(
+    {
+        "type": {"type": "string", "enum": [telemetry.KIND]},
+        "installationId": {"type": "string", "description": "the installation's own random id (32 hex digits)"},
+        "version": STRING,
+        "database": {"type": "string", "enum": list(telemetry.DATABASES)},
+        "sentAt": {"type": "string", "format": "date-time"},
+        "counts": _object({name: INTEGER for name in telemetry.COUNTS}),
     }
 )
 WHOAMI = _object({"username": STRING, "permissions": {"type": "array", "items": STRING}})
@@ -650,6 +678,7 @@ def document():
             },
         }
     }
+    paths.update(_blocklist_paths())
     paths.update(_back_office_paths())
     paths.update(_commerce_paths())
     paths.update(_campaign_paths())
@@ -697,6 +726,70 @@ PAGE = [
     _query("limit", {"type": "integer", "minimum": 1, "maximum": backoffice.MAX_PAGE}, "default: 25"),
 ]
 NO_CUSTOMER = "no such customer (`customer_not_found`)"
+
+
+def _blocklist_paths():
+    source = _object({"source": BLOCKLIST_SOURCE})
+    return {
+        "/v1/panel/system/blocklists": {
+            "get": {
+                "summary": "Blocklist sources: last refresh, status, list size, customers blocked (system.read)",
+                "security": SESSION,
+                "responses": {
+                    "200": _ok(
+                        _object({"sources": {"type": "array", "items": BLOCKLIST_SOURCE}, "maxSources": INTEGER})
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                },
+            },
+            "post": {
+                "summary": "Add a source (at most 20); its token is sealed and never shown again (system.write,"
+                " audited)",
+                "security": SESSION,
+                "parameters": [REASON],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object(
+                                {
+                                    "url": {"type": "string", "format": "uri", "maxLength": 2000},
+                                    "token": {
+                                        "type": ["string", "null"],
+                                        "maxLength": 500,
+                                        "description": "sent as Authorization: Bearer <token>",
+                                    },
+                                }
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _ok(source, "added"),
+                    "400": _error("bad input: `invalid_url`, `invalid_token`, `invalid_body`, …"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "409": _error("20 sources are active already (`too_many_sources`)"),
+                    "503": _error("a token given and APP_DATA_ENCRYPTION_KEY not set (`sealing_unavailable`)"),
+                },
+            },
+        },
+        "/v1/panel/system/blocklists/{sourceID}": {
+            "delete": {
+                "summary": "Remove a source; the customers only it listed are unblocked (system.write, audited)",
+                "security": SESSION,
+                "parameters": [_id_parameter("sourceID"), REASON],
+                "responses": {
+                    "200": _ok(source),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such active source (`blocklist_source_not_found`)"),
+                },
+            }
+        },
+    }
 
 
 def _back_office_paths():
@@ -1072,10 +1165,11 @@ def _commerce_paths():
                     "200": _ok(CHECKOUT),
                     "400": BAD_REQUEST,
                     "401": UNAUTHORIZED,
+                    "403": _error("the customer is blocked, by hand or by a blocklist (`customer_blocked`)"),
                     "404": _error("no such customer, plan, add-on or subscription"),
                     "409": _error("the order or the subscription cannot take it (`order_not_payable`, …)"),
                     "422": _error(
-                        "not sold this way: a blocked customer, a plan not priced in the currency, a provider"
+                        "not sold this way: a plan not priced in the currency, a provider"
                         " not configured, a wallet that cannot cover it (`insufficient_funds`), …"
                     ),
                     "502": _error("the provider refused or did not answer (`provider_unavailable`, …)"),
@@ -1097,6 +1191,20 @@ def _commerce_paths():
         "/v1/webhooks/cryptobot": webhook(
             "Crypto Pay (CryptoBot) updates, signed", CRYPTOBOT_UPDATE, parameters=[signature]
         ),
+        "/v1/telemetry/heartbeat": {
+            "post": {
+                "summary": "Another installation's `installation.heartbeat` (SPEC 15.9), stored in collector mode"
+                " (APP_TELEMETRY_COLLECTOR) only",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": HEARTBEAT}}},
+                "responses": {
+                    "202": _ok(_object({"id": INTEGER}), "stored"),
+                    "400": _error("not exactly a heartbeat (`invalid_heartbeat`, `invalid_body`)"),
+                    "404": _error("this installation does not collect telemetry (`telemetry_collector_off`)"),
+                    "415": _error("not sent as application/json (`unsupported_media_type`)"),
+                    "503": _error("the database is unreachable or not migrated (`database_unavailable`)"),
+                },
+            }
+        },
     }
 
 

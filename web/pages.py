@@ -3,7 +3,8 @@
 /panel/login, and System → Operations (fulfillment operations, each with its
 history, and Retry / Cancel asking for a reason), Drift, Outbox (with its
 destinations: pending, retrying and dead per destination; Add and Remove
-asking for a reason) and Queue
+asking for a reason), Blocklists (each source's last refresh, status, list
+size and blocked customers; Add and Remove asking for a reason) and Queue
 (the job queue's rows: "jobs" means queue rows only; the panel API's path
 `/v1/panel/system/jobs` is SPEC 4.2's name for the operations). The shop's
 pages (Home, Customers, …) are web/backoffice_pages.py. A page needs
@@ -38,7 +39,7 @@ from models.fulfillment import (
     FulfillmentOperation,
 )
 from models.ops import MaintenanceState, OutboxEvent
-from ops import maintenance, operators, outbox
+from ops import blocklists, maintenance, operators, outbox
 from web import guards, local_time, panel, problems
 from web.answers import plain_digits
 from web.explanations import explained
@@ -284,6 +285,17 @@ def build(secure_cookies=True):
             operator=operator,
             rows=[(event.topic, _age(event.created_at, now)) for event in pending],
             destinations=[panel.destination_json(d, counts) for d in outbox.active_destinations()],
+            can_write=operators.SYSTEM_WRITE in operator.permission_set,
+        )
+
+    @app.get("/panel/system/blocklists")
+    @page(operators.SYSTEM_READ)
+    def blocklists_page(operator):
+        return render(
+            "blocklists",
+            operator=operator,
+            sources=panel.blocklist_sources_json(),
+            max_sources=blocklists.MAX_SOURCES,
             can_write=operators.SYSTEM_WRITE in operator.permission_set,
         )
 

@@ -12,6 +12,9 @@ POST   /v1/panel/system/maintenance {active}      turn it on or off (system.writ
 GET    /v1/panel/system/outbox/destinations       where events are published, with undelivered counts (system.read)
 POST   /v1/panel/system/outbox/destinations {url, topics, secret}   add one (system.write, X-Operator-Reason)
 DELETE /v1/panel/system/outbox/destinations/{id}  remove one (system.write, X-Operator-Reason)
+GET    /v1/panel/system/blocklists                blocklist sources: refresh, status, counts (system.read)
+POST   /v1/panel/system/blocklists {url, token?}  add one (system.write, X-Operator-Reason)
+DELETE /v1/panel/system/blocklists/{id}           remove one (system.write, X-Operator-Reason)
 
 The shop's back office (customers, orders, payments, wallets, refunds, pause and
 resume, Home) is web/backoffice.py, built on `signed_in` and `operator_reason` here.
@@ -24,7 +27,8 @@ writes its audit event in the mutation's own transaction. Rows carry what an
 operator acts on (times, operation, attempts, error code, correlation id),
 never the request or response summaries or the desired state. A
 destination's signing secret goes in once, sealed, and never comes out; its
-URL is shown by origin only (a path may carry a token).
+URL is shown by origin only (a path may carry a token). A blocklist
+source's token is the same: sealed, never shown, its URL by origin only.
 """
 
 import base64
@@ -37,7 +41,7 @@ from fulfillment import changes, repair
 from fulfillment.enqueue import FulfillmentRequestRejected
 from models.base import db
 from models.fulfillment import OPERATION_STATUSES, OPERATIONS, FulfillmentHistory, FulfillmentOperation
-from ops import maintenance, operators, outbox, sealing
+from ops import blocklists, maintenance, operators, outbox, sealing
 from web import problems
 from web.admin import maintenance_json
 from web.answers import (
@@ -100,6 +104,29 @@ def destination_json(destination, counts):
         "createdAt": iso(destination.created_at),
         **undelivered,
     }
+
+
+def blocklist_source_json(source, blocked):
+    return {
+        "id": source.id,
+        "url": outbox.display_url(source.url),
+        "hasToken": bool(getattr(source, "has_token", False)),
+        "active": bool(source.active),
+        "status": source.status,
+        "lastRefreshAt": iso(source.last_refresh_at),
+        "lastSuccessAt": iso(source.last_success_at),
+        "listChangedAt": iso(source.list_changed_at),
+        "lastError": source.last_error,
+        "failureCount": source.failure_count,
+        "entryCount": source.entry_count,
+        "blockedCustomers": blocked.get(source.id, 0),
+        "createdAt": iso(source.created_at),
+    }
+
+
+def blocklist_sources_json():
+    blocked = blocklists.blocked_counts()
+    return [blocklist_source_json(source, blocked) for source in blocklists.active_sources()]
 
 
 def encode_cursor(last_id):
@@ -369,6 +396,40 @@ def build(secure_cookies=True):
         except outbox.DestinationNotFound as missing:
             raise Problem(404, problems.DESTINATION_NOT_FOUND, str(missing)) from None
         return json_answer(200, {"destination": destination_json(destination, {})})
+
+    @app.get("/v1/panel/system/blocklists")
+    @signed_in(operators.SYSTEM_READ)
+    def list_blocklist_sources(operator):
+        return json_answer(200, {"sources": blocklist_sources_json(), "maxSources": blocklists.MAX_SOURCES})
+
+    @app.post("/v1/panel/system/blocklists")
+    @signed_in(operators.SYSTEM_WRITE)
+    def add_blocklist_source(operator):
+        reason = operator_reason()
+        body = json_body()
+        try:
+            source = blocklists.add_source(body.get("url"), body.get("token"), f"operator:{operator.username}", reason)
+        except blocklists.SourceRejected as rejected:
+            status = 409 if rejected.code == blocklists.TOO_MANY_SOURCES else 400
+            raise Problem(status, rejected.code, str(rejected)) from None
+        except sealing.SealingUnavailable:
+            raise Problem(
+                503, problems.SEALING_UNAVAILABLE, "tokens cannot be sealed: APP_DATA_ENCRYPTION_KEY is not set"
+            ) from None
+        source.has_token = source.token is not None
+        return json_answer(201, {"source": blocklist_source_json(source, {})})
+
+    @app.delete("/v1/panel/system/blocklists/<source_id>")
+    @signed_in(operators.SYSTEM_WRITE)
+    def remove_blocklist_source(operator, source_id):
+        source_id = id_param(source_id, problems.INVALID_SOURCE_ID, "a blocklist source id")
+        reason = operator_reason()
+        try:
+            source = blocklists.remove_source(source_id, f"operator:{operator.username}", reason)
+        except blocklists.SourceNotFound as missing:
+            raise Problem(404, problems.BLOCKLIST_SOURCE_NOT_FOUND, str(missing)) from None
+        source.has_token = source.__data__.get("token") is not None
+        return json_answer(200, {"source": blocklist_source_json(source, {})})
 
     return app
 

@@ -10,10 +10,11 @@ statements. A card being redeemed or an offer being used at the same moment
 is left to whichever commits first: the update touches active rows only.
 
 The pass is the steps of STEPS, in order. Gift and offer expiry need no key
-and always run (SPEC 5.2); the blocklist refresh of SPEC 5.1 ("up to 20
-blocklist sources", sealed credentials) belongs to its own issue and joins
-STEPS there, as a step of its own that is present only with
-APP_DATA_ENCRYPTION_KEY.
+and always run (SPEC 5.2); the blocklist refresh (SPEC 15.8, ops/blocklists.py:
+up to 20 sources, conditional GET, then customers blocked and unblocked)
+runs after them only with APP_DATA_ENCRYPTION_KEY, since source tokens are
+sealed. Without the key it is skipped, and the first run in a process says
+so in the log.
 """
 
 import logging
@@ -21,6 +22,7 @@ import logging
 from jobs import every, huey, should_stop
 from models.base import utcnow
 from models.catalogue import GiftCard, PersonalOffer
+from ops import blocklists, sealing
 
 logger = logging.getLogger("omniflow.passes.lifecycle")
 
@@ -39,7 +41,27 @@ def expire_offers(now):
     return _expire(PersonalOffer, now)
 
 
+def refresh_blocklists(now):
+    """Refresh the blocklist sources and apply them; returns how many customers were blocked or unblocked."""
+    outcome = blocklists.refresh(now, should_stop=should_stop)
+    return outcome["blocked"] + outcome["unblocked"]
+
+
 STEPS = (("gift_cards", expire_gift_cards), ("personal_offers", expire_offers))
+BLOCKLIST_STEP = ("blocklists", refresh_blocklists)
+BLOCKLIST_SKIPPED = "blocklist refresh skipped: APP_DATA_ENCRYPTION_KEY is not set (source tokens are sealed)"
+_skip_logged = False
+
+
+def steps():
+    """The steps of this run: STEPS, and the blocklist refresh when the key is configured."""
+    global _skip_logged
+    if sealing.available():
+        return STEPS + (BLOCKLIST_STEP,)
+    if not _skip_logged:
+        _skip_logged = True
+        logger.info(BLOCKLIST_SKIPPED, extra={"task": NAME})
+    return STEPS
 
 
 def _expire(model, now):
@@ -58,14 +80,15 @@ def _expire(model, now):
 
 
 def sweep(now=None):
-    """Run every step; returns {table: rows expired} for the steps that ran."""
+    """Run every step; returns {step: rows changed} for the steps that ran."""
     now = now or utcnow()
     expired = {}
-    for table, step in STEPS:
+    planned = steps()
+    for table, step in planned:
         if should_stop():
             break
         expired[table] = step(now)
-    stopped = len(expired) < len(STEPS) or should_stop()
+    stopped = len(expired) < len(planned) or should_stop()
     logger.info(
         f"lifecycle sweep {'stopped before its end' if stopped else 'finished'}",
         extra={

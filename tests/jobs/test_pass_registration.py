@@ -116,7 +116,7 @@ def test_a_worker_with_nothing_configured_says_what_it_runs_against_and_what_it_
     [database_line] = [line for line in lines if line.startswith("worker: database: ")]
     assert ("PostgreSQL at " if parts.scheme.startswith("postgres") else "SQLite file ") in database_line
     [missing] = [line for line in lines if line.startswith("worker: not configured: ")]
-    for lacking in ("panel (APP_REMNAWAVE_URL", "payment providers", "data key", "backups (APP_BACKUP_DIR)"):
+    for lacking in ("panel (APP_REMNAWAVE_URL", "payment providers", "blocklist refresh", "backups (APP_BACKUP_DIR)"):
         assert lacking in missing
     [undeclared] = [line for line in lines if line.startswith("worker: not declared")]
     assert "periodic pass backup (APP_BACKUP_DIR is not set)" in undeclared

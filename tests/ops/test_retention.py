@@ -21,6 +21,7 @@ from models.ledger import LedgerEntry
 from models.operators import OperatorSession
 from models.ops import OutboxEvent
 from models.support import SupportAttachment
+from models.telemetry import TelemetryEvent
 from ops import operators, retention
 from ops.attachments import path_for
 from tests.support import commerce
@@ -46,6 +47,8 @@ KEPT = {
     # where the outbox is published (configuration, with sealed secrets); the bot's forum topics; each
     # customer's channel membership (their current state, one row each)
     "outbox_destinations", "bot_forum_topics", "bot_channel_members",
+    # blocklist sources and their current lists (configuration and its state); this installation's telemetry id
+    "blocklist_sources", "blocklist_entries", "telemetry_installation",
     # audit, operators (identity), notices, the maintenance switch
     "audit_events", "operator_notices", "customer_notices", "operators",
     "operator_login_failures", "maintenance_state",
@@ -340,15 +343,13 @@ def test_a_step_whose_table_is_locked_fails_fast_is_skipped_and_the_later_steps_
         assert ids(OutboxEvent) == set()
 
 
-def test_a_step_whose_table_does_not_exist_yet_is_skipped_with_one_debug_line(database, caplog_info):
-    assert not db.table_exists("telemetry_events")
+def test_a_step_whose_table_does_not_exist_yet_is_skipped_with_one_debug_line(database, caplog_info, monkeypatch):
+    declared = [step.table for step in retention.STEPS]
+    monkeypatch.setattr(retention, "STEPS", retention.STEPS + (retention.Step("not_migrated_yet", "created_at"),))
     results = retention.sweep(settings(), now=NOW)
-    skipped = [r.table for r in records(caplog_info, "retention step skipped: its table does not exist yet")]
-    assert skipped == [step.table for step in retention.STEPS if not db.table_exists(step.table)]
-    assert "telemetry_events" in skipped and all(r.levelno == logging.DEBUG for r in caplog_info.records
-                                             if r.getMessage().startswith("retention step skipped"))  # fmt: skip
-    assert [r.table for r in results] == [step.table for step in retention.STEPS if db.table_exists(step.table)]
-    assert "entitlement_drifts" in [r.table for r in results]
+    skipped = records(caplog_info, "retention step skipped: its table does not exist yet")
+    assert [r.table for r in skipped] == ["not_migrated_yet"] and all(r.levelno == logging.DEBUG for r in skipped)
+    assert [r.table for r in results] == declared  # every table SPEC 7 names exists now, telemetry_events too
 
 
 def test_the_steps_are_the_eight_of_the_spec_in_its_order_then_applied_bot_updates_and_operator_sessions():
@@ -375,6 +376,8 @@ def test_a_sweep_over_ancient_rows_of_every_kind_changes_only_disposable_tables(
         drift(settlement.entitlement_id, "resolved", NOW - 1000 * DAY)
     outbox(NOW - 1000 * DAY)
     attachment(stored_file(attachment_dir, b"a"), NOW - 1000 * DAY)
+    TelemetryEvent.create(kind="installation.heartbeat", installation_id="0" * 32, version="1", payload="{}",
+                          received_at=NOW - 1000 * DAY)  # fmt: skip
     # Bonus credits long past their expiry, one already expired by commerce_maintenance: ledger entries
     # carry an expires_at, and still are never retention's to delete.
     carol = commerce.customer("Carol")
@@ -390,6 +393,6 @@ def test_a_sweep_over_ancient_rows_of_every_kind_changes_only_disposable_tables(
     results = retention.sweep(settings(support_attachment_dir=attachment_dir), now=far_future)
     after = {table: db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0] for table in tables}
     changed = {table for table in tables if before[table] != after[table]}
-    assert changed == {"outbox_events", "entitlement_drifts", "support_attachments"}
+    assert changed == {"outbox_events", "entitlement_drifts", "support_attachments", "telemetry_events"}
     assert [result.error for result in results if result.error] == []  # no step tried and failed either
     assert len(bonuses) == 2 and bonuses <= {row.id for row in LedgerEntry.select()}

@@ -112,7 +112,7 @@ def test_a_free_trial_is_settled_at_once_and_moves_no_money(shop):
     "change, status, code",
     [
         ({"customerId": "no-such-customer"}, 404, "customer_not_found"),
-        ({"blocked": True}, 422, "customer_blocked"),
+        ({"blocked": True}, 403, "customer_blocked"),
         ({"planId": 999999}, 404, "plan_not_found"),
         ({"currency": "EUR"}, 422, "plan_not_priced"),
         ({"currency": "rub"}, 400, "invalid_currency"),
