@@ -309,8 +309,7 @@ CATALOG["ru"].update(
         "button_code": "Подарок или код",
         "button_trial": "Пробный период",
         "code_prompt": "Отправьте код подарочной карты или код доступа. Отправьте /cancel, чтобы передумать.",
-        "code_activated": "Код принят: «{plan}», до {ends} UTC. Доступ подключается; мы сообщим, когда он будет "
-        "готов.",
+        "code_activated": "Код принят: «{plan}», до {ends} UTC. Доступ подключается; мы сообщим, когда он будет готов.",
         "code_not_found": "Этот код недействителен. Проверьте и отправьте ещё раз или /cancel.",
         "code_expired": "Срок действия кода истёк.",
         "code_too_many": "Слишком много неверных кодов. Попробуйте снова через десять минут.",
@@ -366,6 +365,7 @@ TOPIC_OF_KIND = {
     "gift_code_undelivered": "payments",
     "fulfillment_failure": "fulfillment",
     "undeclared_work": "operations",
+    "anomaly": "operations",
 }
 DEFAULT_TOPIC = "operations"
 TOPIC_NAMES = {
@@ -397,6 +397,10 @@ NOTICE_TEXTS = {
     ),
     "fulfillment_failure": (
         "Fulfillment {operation} for entitlement {entitlementId} is {status}: {errorCode}. See System → Jobs."
+    ),
+    "anomaly": (
+        "Anomaly: {rule} is {value} {unit} (alerts when {direction} {threshold} {unit}; window of {windowMinutes} min"
+        " from {windowStart}). Thresholds: System → Anomalies."
     ),
     "undeclared_work": (
         "Jobs of {work} (the oldest: job {jobId}) have waited over 10 minutes and no running worker runs them:"

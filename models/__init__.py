@@ -10,6 +10,8 @@ from models.jobs import QUEUE_MODELS
 from models.ledger import LEDGER_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
 from models.ops import (
+    AnomalyRule,
+    AnomalySample,
     AuditEvent,
     CustomerNotice,
     MaintenanceState,
@@ -37,6 +39,8 @@ ALL_MODELS = QUEUE_MODELS + [
     OutboxDestination,
     OutboxDelivery,
     MaintenanceState,
+    AnomalyRule,
+    AnomalySample,
     Operator,
     OperatorSession,
     LoginFailure,
