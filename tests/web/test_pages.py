@@ -19,8 +19,11 @@ from web.pages import drift_value
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP_NAVIGATION = ["Home", "Customers", "Campaigns", "Support"]
-NAVIGATION = ["Operations", "Drift", "Outbox", "Queue", "Operators"]
-PAGES = ["/panel/system/operations", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue"]
+NAVIGATION = ["Operations", "Drift", "Outbox", "Queue", "Anomalies", "Operators"]
+PAGES = [
+    "/panel/system/operations", "/panel/system/drift", "/panel/system/outbox", "/panel/system/queue",
+    "/panel/system/anomalies",
+]  # fmt: skip
 WEBHOOK_SECRET = "whsec_bGVha3ktd2ViaG9vay1zaWduaW5nLXNlY3JldC0wMDE="
 
 
