@@ -43,6 +43,10 @@ CATALOG = {
         "duration_few": "{days} days",
         "duration_many": "{days} days",
         "methods_header": "{plan}: how would you like to pay?",
+        "offer_note": "Your personal offer: {discount} off, until {ends} UTC.",
+        "rating_thanks": "Thank you for your rating!",
+        "rating_already": "This purchase is rated already.",
+        "rating_expired": "Ratings are taken for a day after a purchase.",
         "methods_none": "This plan can't be paid for here right now.",
         "extend_or_new": "You already have {plan}. Extend your subscription by {duration} (the same link, a later "
         "end), or buy a new subscription with a link of its own?",
@@ -164,6 +168,10 @@ CATALOG = {
         "duration_few": "{days} дня",
         "duration_many": "{days} дней",
         "methods_header": "{plan}: как хотите оплатить?",
+        "offer_note": "Ваше персональное предложение: скидка {discount} до {ends} UTC.",
+        "rating_thanks": "Спасибо за оценку!",
+        "rating_already": "Эта покупка уже оценена.",
+        "rating_expired": "Оценку можно поставить в течение суток после покупки.",
         "methods_none": "Этот тариф сейчас нельзя оплатить здесь.",
         "extend_or_new": "У вас уже есть «{plan}». Продлить подписку на {duration} (ссылка та же, окончание позже) "
         "или купить новую подписку с отдельной ссылкой?",

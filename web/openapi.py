@@ -657,6 +657,7 @@ def document():
     paths.update(_support_paths())
     paths.update(_operator_paths())
     paths.update(_anomaly_paths())
+    paths.update(_offer_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
     not_json = _error("the body is not sent as `Content-Type: application/json` (`unsupported_media_type`)")
     cross_origin = _error("a change from another site's page in the browser (`cross_origin_refused`), or …")
@@ -1324,6 +1325,61 @@ def _anomaly_paths():
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such rule (`unknown_anomaly_rule`)"),
+                },
+            }
+        },
+    }
+
+
+PERSONAL_OFFER = _object(
+    {
+        "id": INTEGER,
+        "customerId": STRING,
+        "planId": NULLABLE_INTEGER,
+        "discountPercent": NULLABLE_INTEGER,
+        "discountMinor": NULLABLE_INTEGER,
+        "currency": NULLABLE_STRING,
+        "status": {"type": "string", "enum": ["active", "used", "expired"]},
+        "expiresAt": TIME,
+        "usedOrderId": NULLABLE_INTEGER,
+        "createdAt": TIME,
+    }
+)
+
+
+def _offer_paths():
+    body = _object(
+        {
+            "discountPercent": {**INTEGER, "minimum": 1, "maximum": 100},
+            "discountMinor": {**INTEGER, "minimum": 1},
+            "currency": STRING,
+            "planId": {**INTEGER, "minimum": 1},
+            "validDays": {**INTEGER, "minimum": 1, "maximum": 365},
+        },
+        ["validDays"],
+    )
+    return {
+        "/v1/panel/customers/{customerID}/offers": {
+            "post": {
+                "summary": "Make a personal offer for a customer (payments.write, audited)",
+                "description": (
+                    "Audited `panel.personal_offer.created`. A percentage, or an amount in one currency, off one"
+                    " plan (`planId`) or any, until `validDays`"
+                    " from now (SPEC 13.11). The bot applies the customer's best usable offer to what they buy;"
+                    " the order that is paid with it uses it up."
+                ),
+                "security": SESSION,
+                "parameters": [_text_id("customerID"), REASON],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+                "responses": {
+                    "201": _ok(_object({"offer": PERSONAL_OFFER}), "made"),
+                    "400": _error(
+                        "`invalid_discount`, `invalid_validity`, `invalid_plan_id`, `reason_required`, `invalid_body`"
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such customer or plan (`customer_not_found`, `plan_not_found`)"),
+                    "409": _error("the plan is not on sale (`plan_inactive`)"),
                 },
             }
         },
