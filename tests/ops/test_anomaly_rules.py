@@ -1,12 +1,14 @@
 """SPEC 15.7, 5.2: the anomaly rules. Each rule stays silent below its threshold and, once breached,
-queues exactly one `anomaly` operator notice per window however often the pass runs; thresholds
-and windows are stored per rule and a bad value is refused with its code, writing nothing."""
+queues exactly one `anomaly` operator notice per window however often the pass runs (the notifier
+renders it for the operator chat); thresholds and windows are stored per rule and a bad value is
+refused with its code, writing nothing."""
 
 import datetime
 import json
 
 import pytest
 
+from bot import notifier
 from commerce.settlement import settle_order
 from jobs.passes import anomaly_evaluation, fulfillment_revive
 from models.fulfillment import FulfillmentHistory, FulfillmentOperation
@@ -71,6 +73,9 @@ def test_fulfillment_failure_rate_fires_once_per_window_and_is_silent_below_it(d
     assert evaluate_twice() == ["fulfillment_failure_rate"]
     [notice] = notices()
     assert (notice["value"], notice["threshold"], notice["windowStart"]) == (25, 20, "2026-12-01T12:00:00Z")
+    told = notifier.render(OperatorNotice.get(OperatorNotice.kind == "anomaly"))  # what the notifier sends
+    assert told.startswith("Anomaly: fulfillment_failure_rate is 25 percent (alerts when at or above 20 percent")
+    assert notifier.topic_of("anomaly") == "operations"
 
 
 def test_a_rate_over_too_few_attempts_is_not_measured(database):
