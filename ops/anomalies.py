@@ -11,8 +11,8 @@
 A rate is measured only when the window holds at least MIN_SAMPLES attempts
 or payments: one failure out of two is no anomaly. Thresholds and windows
 live in `anomaly_rules` (migration 0038), edited by an operator with
-`system.write` (audited); a rule missing from the table is added with its
-default. A breach queues an `anomaly` operator notice keyed by the rule and
+`system.write` (audited); a rule missing from the table runs with its
+defaults until an operator changes it. A breach queues an `anomaly` operator notice keyed by the rule and
 the window it falls in (time cut into whole windows since the epoch), so a
 breach that lasts is told once per window however often the pass runs, and
 the notifier delivers it (bot/notifier.py). Notices carry the rule, the
@@ -151,20 +151,17 @@ class RuleRejected(ValueError):
 
 
 def stored_rules():
-    """Every rule's row, in RULES order; a rule the table lacks is added with its default first."""
+    """Every rule's settings, in RULES order: its row, or (unsaved) its defaults when the table lacks it.
+    Reading writes nothing; a change of a rule the table lacks inserts its row (change_rule)."""
     rows = {row.rule: row for row in AnomalyRule.select()}
-    missing = [rule for name, (rule, _) in RULES.items() if name not in rows]
-    if missing:
-        now = utcnow()
-        AnomalyRule.insert_many(
-            [
-                {"rule": r.name, "threshold": r.default_threshold, "window_s": r.default_window_s, "enabled": True,
-                 "updated_at": now}
-                for r in missing
-            ]
-        ).on_conflict_ignore().execute()  # fmt: skip
-        rows = {row.rule: row for row in AnomalyRule.select()}
-    return [rows[name] for name in RULES]
+    return [rows.get(name) or _default_row(rule) for name, (rule, _) in RULES.items()]
+
+
+def _default_row(rule):
+    return AnomalyRule(
+        rule=rule.name, threshold=rule.default_threshold, window_s=rule.default_window_s, enabled=True,
+        updated_at=None, updated_by=None,
+    )  # fmt: skip
 
 
 def window_start(now, window_s):
@@ -258,10 +255,12 @@ def change_rule(name, changes, actor, reason):
         values["enabled"] = changes["enabled"]
     if not values:
         raise RuleRejected(INVALID_THRESHOLD, "give threshold, windowMinutes or enabled")
-    stored_rules()
     with db.atomic():
-        before = AnomalyRule.get_by_id(name)
-        AnomalyRule.update(**values, updated_at=utcnow(), updated_by=actor).where(AnomalyRule.rule == name).execute()
+        before = AnomalyRule.get_or_none(AnomalyRule.rule == name) or _default_row(rule)
+        after = {"threshold": before.threshold, "window_s": before.window_s, "enabled": before.enabled, **values}
+        AnomalyRule.insert(rule=name, **after, updated_at=utcnow(), updated_by=actor).on_conflict(
+            conflict_target=[AnomalyRule.rule], update={**values, "updated_at": utcnow(), "updated_by": actor}
+        ).execute()
         record_audit(
             AUDIT_CATEGORY, RULE_CHANGED, actor, reason, "anomaly_rule", name,
             details={

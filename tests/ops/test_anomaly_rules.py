@@ -172,7 +172,8 @@ def test_bad_changes_leave_the_stored_rule_as_it_was(database):
     before = [(r.rule, r.threshold, r.window_s, r.enabled) for r in anomalies.stored_rules()]
     with pytest.raises(anomalies.RuleRejected):
         anomalies.change_rule("outbox_oldest_age", {"threshold": 900, "windowMinutes": 5}, "operator:alice", "x")
-    assert [(r.rule, r.threshold, r.window_s, r.enabled) for r in AnomalyRule.select()] == before
+    assert [(r.rule, r.threshold, r.window_s, r.enabled) for r in anomalies.stored_rules()] == before
+    assert AnomalyRule.select().where(AnomalyRule.updated_by.is_null(False)).count() == 0
     assert AuditEvent.select().count() == 0
 
 
