@@ -5,7 +5,7 @@
   `window_s` it looks back over and that bounds one notice, and `enabled`;
   an operator edits them in the back office (`updated_by`, `updated_at`).
   Seeded here with the defaults; a rule the code knows and the table lacks
-  is added by the pass with its default.
+  runs with its defaults until an operator changes it.
 - `anomaly_samples`: counts that leave no row of their own, written by the
   pass that knows them (`revive_count`: operations `fulfillment_revive` gave
   a job again), read by window through `anomaly_samples_window`; pruned by
