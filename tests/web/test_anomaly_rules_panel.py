@@ -9,6 +9,7 @@ from ops import anomalies
 from ops.records import queue_notice
 from tests.web import test_panel_api as api
 from tests.web.test_admin_api import assert_problem
+from tests.web.test_openapi import check
 
 RULES = "/v1/panel/system/anomaly-rules"
 
@@ -19,10 +20,13 @@ def put(web, headers, rule, body):
 
 def test_an_operator_changes_a_threshold_audited_bad_values_are_refused_and_the_page_shows_the_rules(web):
     headers = {**api.session_of(web), **api.REASON}
-    listed = requests.get(web + RULES, headers=headers, timeout=10).json()["rules"]
+    listing = requests.get(web + RULES, headers=headers, timeout=10)
+    check(listing, RULES, "get")  # the answers are the OpenAPI description's
+    listed = listing.json()["rules"]
     assert [rule["rule"] for rule in listed] == list(anomalies.RULES)
     answer = put(web, headers, "dead_letter_growth", {"threshold": 5, "windowMinutes": 30})
     assert answer.status_code == 200
+    check(answer, RULES + "/{rule}", "put")
     assert answer.json()["rule"] | {"updatedAt": None} == {
         "rule": "dead_letter_growth", "unit": "count", "breachedWhen": "above", "threshold": 5, "windowMinutes": 30,
         "enabled": True, "current": 0, "breached": False, "updatedAt": None, "updatedBy": "operator:alice",
@@ -38,7 +42,9 @@ def test_an_operator_changes_a_threshold_audited_bad_values_are_refused_and_the_
         ("revive_count", {"windowMinutes": 0}, anomalies.INVALID_WINDOW),
         ("revive_count", {"enabled": 1}, anomalies.INVALID_ENABLED),
     ):
-        assert_problem(put(web, headers, rule, body), 400, code)
+        refused = put(web, headers, rule, body)
+        assert_problem(refused, 400, code)
+        check(refused, RULES + "/{rule}", "put")
     assert_problem(put(web, headers, "cpu_load", {"threshold": 1}), 404, anomalies.UNKNOWN_RULE)
     no_reason = {key: value for key, value in headers.items() if key != "X-Operator-Reason"}
     assert_problem(put(web, no_reason, "revive_count", {"threshold": 3}), 400, "reason_required")
