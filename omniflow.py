@@ -65,6 +65,7 @@ JOB_KIND_MODULES = (
 CONDITIONAL_PASSES = (
     ("outbox_publish", "jobs.passes.outbox_publish"),
     ("backup", "jobs.passes.backup"),
+    ("anomaly_evaluation", "jobs.passes.anomaly_evaluation"),
 )
 
 

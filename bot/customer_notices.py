@@ -15,6 +15,10 @@ A text with a `{code}` (a bought gift card's, `gift_code`) gets the notice's
 sealed `secret`, which is erased in the transaction that marks the notice
 sent or failed: the code is shown once and then kept nowhere (migration 0025).
 
+An `access_ready` notice of a paid order carries five buttons to rate the
+shop (bot/shop_reviews.py); the transaction that marks it sent writes the
+review prompt.
+
 A notice is marked `sent` in its own transaction only after Telegram
 accepted it, and only from `pending`, so a success is never sent again; a
 crash between the acceptance and the mark sends that one notice a second
@@ -42,7 +46,7 @@ import datetime
 import json
 import logging
 
-from bot import qr, services, texts
+from bot import keyboards, qr, services, shop_reviews, texts
 from commerce import customers
 from integrations import telegram
 from models.base import db, utcnow
@@ -155,14 +159,22 @@ class CustomerNoticeLoop:
                     extra={"task": failure.method, "error": failure.code},
                 )
                 return failure.retry_after or 0
-            self._mark(notice, "sent")
+            self._mark(notice, "sent", message=message)
         return 0
 
-    def _mark(self, notice, status, failure_code=None):
+    def _mark(self, notice, status, failure_code=None, message=None):
+        """The notice's outcome; a sent message that asked for a rating records its prompt in the same transaction."""
         now = utcnow()
-        CustomerNotice.update(
-            status=status, sent_at=now if status == "sent" else None, failure_code=failure_code, secret=None
-        ).where(CustomerNotice.id == notice.id, CustomerNotice.status == "pending").execute()
+        with db.atomic():
+            marked = (
+                CustomerNotice.update(
+                    status=status, sent_at=now if status == "sent" else None, failure_code=failure_code, secret=None
+                )
+                .where(CustomerNotice.id == notice.id, CustomerNotice.status == "pending")
+                .execute()
+            )
+            if marked and message is not None and message.rating_order is not None:
+                shop_reviews.record_prompt(message.chat_id, notice.customer_id, message.rating_order, now)
 
 
 class Message:
@@ -172,14 +184,19 @@ class Message:
         self.chat_id = chat_id
         self.text = text
         self.link = link
+        self.rating_order = None  # an order the message asks the customer to rate the shop for (bot/shop_reviews.py)
 
     def send(self, bot):
+        markup = None if self.rating_order is None else keyboards.shop_rating(self.rating_order)
         if self.link is None:
-            telegram.call("sendMessage", bot.send_message, self.chat_id, self.text[:MAX_MESSAGE_LENGTH])
+            telegram.call(
+                "sendMessage", bot.send_message, self.chat_id, self.text[:MAX_MESSAGE_LENGTH], reply_markup=markup
+            )
         else:
             telegram.call(
-                "sendPhoto", bot.send_photo, self.chat_id, qr.png(self.link), caption=self.text[:MAX_CAPTION_LENGTH]
-            )
+                "sendPhoto", bot.send_photo, self.chat_id, qr.png(self.link), caption=self.text[:MAX_CAPTION_LENGTH],
+                reply_markup=markup,
+            )  # fmt: skip
 
 
 def render(notice, panel_down=False):
@@ -204,7 +221,9 @@ def render(notice, panel_down=False):
         if notice.secret is None:
             raise Undeliverable(NO_CODE)
         values["code"] = notice.secret
-    return Message(customer.telegram_id, texts.text(language, text_key(notice.kind), **values), link)
+    message = Message(customer.telegram_id, texts.text(language, text_key(notice.kind), **values), link)
+    message.rating_order = shop_reviews.order_to_rate(notice.kind, payload)
+    return message
 
 
 def _payload(notice):

@@ -37,6 +37,7 @@ TRIAL = "trial"
 WALLET = "wallet"
 TOPUP = "topup"  # topup:<method>:<currency>:<amount in minor units>
 AUTO_RENEW = "renew"  # renew:<subscription id>:on|off
+RATE = "rate"  # rate:<order id>:<1-5>: the customer's rating of the shop for that order
 TOPUP_METHODS = ("yookassa", "cryptobot")
 
 # action -> the arguments it takes (None: no argument)
@@ -59,6 +60,7 @@ ACTIONS = {
     WALLET: None,
     TOPUP: re.compile("(" + "|".join(TOPUP_METHODS) + ")" + ":[A-Z]{3}:" + _ID),
     AUTO_RENEW: re.compile(_UUID + ":(on|off)"),
+    RATE: re.compile(_ID + ":[1-5]"),
 }
 
 
@@ -159,6 +161,15 @@ def extend_or_new(language, plan_id, held):
     rows.append([(texts.text(language, "button_new_subscription"), data(NEW, str(plan_id)))])
     rows.append([(texts.text(language, "button_back"), data(BUY))])
     return _markup(rows)
+
+
+def shop_rating(order_id):
+    """One row of five buttons, 1 to 5 stars, rating the shop for `order_id`."""
+    markup = InlineKeyboardMarkup()
+    markup.row(
+        *(InlineKeyboardButton("★" * stars, callback_data=data(RATE, f"{order_id}:{stars}")) for stars in range(1, 6))
+    )
+    return markup
 
 
 def payment_link(language, url):

@@ -43,6 +43,10 @@ CATALOG = {
         "duration_few": "{days} days",
         "duration_many": "{days} days",
         "methods_header": "{plan}: how would you like to pay?",
+        "offer_note": "Your personal offer: {discount} off, until {ends} UTC.",
+        "rating_thanks": "Thank you for your rating!",
+        "rating_already": "This purchase is rated already.",
+        "rating_expired": "Ratings are taken for a day after a purchase.",
         "methods_none": "This plan can't be paid for here right now.",
         "extend_or_new": "You already have {plan}. Extend your subscription by {duration} (the same link, a later "
         "end), or buy a new subscription with a link of its own?",
@@ -164,6 +168,10 @@ CATALOG = {
         "duration_few": "{days} дня",
         "duration_many": "{days} дней",
         "methods_header": "{plan}: как хотите оплатить?",
+        "offer_note": "Ваше персональное предложение: скидка {discount} до {ends} UTC.",
+        "rating_thanks": "Спасибо за оценку!",
+        "rating_already": "Эта покупка уже оценена.",
+        "rating_expired": "Оценку можно поставить в течение суток после покупки.",
         "methods_none": "Этот тариф сейчас нельзя оплатить здесь.",
         "extend_or_new": "У вас уже есть «{plan}». Продлить подписку на {duration} (ссылка та же, окончание позже) "
         "или купить новую подписку с отдельной ссылкой?",
@@ -309,8 +317,7 @@ CATALOG["ru"].update(
         "button_code": "Подарок или код",
         "button_trial": "Пробный период",
         "code_prompt": "Отправьте код подарочной карты или код доступа. Отправьте /cancel, чтобы передумать.",
-        "code_activated": "Код принят: «{plan}», до {ends} UTC. Доступ подключается; мы сообщим, когда он будет "
-        "готов.",
+        "code_activated": "Код принят: «{plan}», до {ends} UTC. Доступ подключается; мы сообщим, когда он будет готов.",
         "code_not_found": "Этот код недействителен. Проверьте и отправьте ещё раз или /cancel.",
         "code_expired": "Срок действия кода истёк.",
         "code_too_many": "Слишком много неверных кодов. Попробуйте снова через десять минут.",
@@ -366,6 +373,7 @@ TOPIC_OF_KIND = {
     "gift_code_undelivered": "payments",
     "fulfillment_failure": "fulfillment",
     "undeclared_work": "operations",
+    "anomaly": "operations",
 }
 DEFAULT_TOPIC = "operations"
 TOPIC_NAMES = {
@@ -397,6 +405,10 @@ NOTICE_TEXTS = {
     ),
     "fulfillment_failure": (
         "Fulfillment {operation} for entitlement {entitlementId} is {status}: {errorCode}. See System → Jobs."
+    ),
+    "anomaly": (
+        "Anomaly: {rule} is {value} {unit} (alerts when {direction} {threshold} {unit}; window of {windowMinutes} min"
+        " from {windowStart}). Thresholds: System → Anomalies."
     ),
     "undeclared_work": (
         "Jobs of {work} (the oldest: job {jobId}) have waited over 10 minutes and no running worker runs them:"

@@ -164,8 +164,12 @@ def settle_locked(order, settled_by, provider=None):
         else:
             settlement, subscription = _open_period(order, now)
         fulfilled = order.operation == "topup" or bought_gift
+        used_offer = []
+        if order.personal_offer_id is not None:  # the order's price had it: used now, by this order only
+            used_offer.append((_OFFER_USED, (now, order.id, order.personal_offer_id)))
         execute_all(
-            [
+            used_offer
+            + [
                 (
                     "UPDATE orders SET status = %s, paid_at = %s, fulfilled_at = %s, settled_by = %s,"
                     " subscription_id = %s, expires_at = NULL WHERE id = %s",
@@ -187,6 +191,12 @@ def settle_locked(order, settled_by, provider=None):
             returning=False,
         )
         return settlement
+
+
+_OFFER_USED = (
+    "UPDATE personal_offers SET status = 'used', used_at = %s, used_order_id = %s"
+    " WHERE id = %s AND used_order_id IS NULL"
+)
 
 
 def _book(order, settled_by, provider):

@@ -11,6 +11,8 @@ from models.jobs import QUEUE_MODELS
 from models.ledger import LEDGER_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
 from models.ops import (
+    AnomalyRule,
+    AnomalySample,
     AuditEvent,
     CustomerNotice,
     MaintenanceState,
@@ -39,6 +41,8 @@ ALL_MODELS = QUEUE_MODELS + [
     OutboxDestination,
     OutboxDelivery,
     MaintenanceState,
+    AnomalyRule,
+    AnomalySample,
     Operator,
     OperatorSession,
     LoginFailure,

@@ -2,7 +2,7 @@
 
 import datetime
 
-from peewee import BigAutoField, BigIntegerField, BooleanField, DateTimeField, ForeignKeyField, TextField
+from peewee import BigAutoField, BigIntegerField, BooleanField, DateTimeField, ForeignKeyField, IntegerField, TextField
 
 from models.base import BaseModel, utcnow
 from models.commerce import Customer, Order
@@ -71,6 +71,18 @@ class BotShopReview(BaseModel):
         table_name = "bot_shop_reviews"
 
 
+class ShopRating(BaseModel):
+    """A customer's rating of the shop (1-5) for one order, pressed under its review prompt: once per order."""
+
+    order = ForeignKeyField(Order, primary_key=True, backref="+", column_name="order_id")
+    customer = ForeignKeyField(Customer, backref="+", column_name="customer_id")
+    rating = IntegerField()
+    created_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "shop_ratings"
+
+
 class BotForumTopic(BaseModel):
     """The forum topic created once per notice topic in the operator chat."""
 
@@ -98,4 +110,4 @@ class BotChannelMember(BaseModel):
         table_name = "bot_channel_members"
 
 
-BOT_MODELS = [BotUpdate, BotSession, BotCheckoutSession, BotShopReview, BotForumTopic, BotChannelMember]
+BOT_MODELS = [BotUpdate, BotSession, BotCheckoutSession, BotShopReview, ShopRating, BotForumTopic, BotChannelMember]

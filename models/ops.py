@@ -1,6 +1,7 @@
-"""Operational records: operator and customer notices, audit events, the outbox and its deliveries, maintenance mode."""
+"""Operational records: operator and customer notices, audit events, the outbox and its deliveries, maintenance mode,
+anomaly rules and their samples."""
 
-from peewee import BigAutoField, BooleanField, DateTimeField, ForeignKeyField, IntegerField, TextField
+from peewee import BigAutoField, BigIntegerField, BooleanField, DateTimeField, ForeignKeyField, IntegerField, TextField
 
 from models.base import BaseModel, utcnow
 from models.commerce import Customer
@@ -127,3 +128,30 @@ class MaintenanceState(BaseModel):
 
     class Meta:
         table_name = "maintenance_state"
+
+
+class AnomalyRule(BaseModel):
+    """One anomaly rule's stored settings (SPEC 15.7, ops/anomalies.py): `threshold` in the rule's
+    unit (percent, count or seconds), the `window_s` it looks back over (one notice per window)."""
+
+    rule = TextField(primary_key=True)
+    threshold = BigIntegerField()
+    window_s = IntegerField()
+    enabled = BooleanField(default=True)
+    updated_at = DateTimeField(default=utcnow)
+    updated_by = TextField(null=True)
+
+    class Meta:
+        table_name = "anomaly_rules"
+
+
+class AnomalySample(BaseModel):
+    """A count that leaves no row of its own (e.g. operations a revive run gave a job again), by time."""
+
+    id = BigAutoField()
+    rule = TextField()
+    value = BigIntegerField()
+    observed_at = DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "anomaly_samples"

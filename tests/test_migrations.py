@@ -121,6 +121,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0035_jobs_autovacuum",
         "0036_blocklists",
         "0037_telemetry",
+        "0038_anomaly_rules_shop_ratings",
         "0040_campaign_audiences",
     ]
     assert migrations.pending(database) == everything

@@ -18,6 +18,7 @@ from commerce import providers
 from web import (
     admin,
     backoffice,
+    backoffice_anomalies,
     backoffice_codes,
     backoffice_messages,
     backoffice_pages,
@@ -56,6 +57,7 @@ def create_app(settings):
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
     app.merge(backoffice_codes.build())
+    app.merge(backoffice_anomalies.build())
     app.merge(campaigns.build())
     app.merge(support.build())
     app.merge(metrics.build(settings.metrics_token))

@@ -1,29 +1,34 @@
-"""The back office's gift cards and access codes (SPEC 13.11, 13.14): an operator issues them.
+"""The back office's gift cards, access codes and personal offers (SPEC 13.11, 13.14): an operator issues them.
 
 POST /v1/panel/gift-cards   {planId, validDays}                          a single-use gift card
 POST /v1/panel/access-codes {planId, maxActivations, validDays?, code?}  an access code (generated unless chosen)
+POST /v1/panel/customers/{c}/offers {discountPercent | discountMinor + currency, planId?, validDays}
+                                                                         a personal offer (commerce/offers.py)
 
 Both need `payments.write` (a code is worth a period) and `X-Operator-Reason`,
 and are audited in the transaction that makes them. The code is in the 201
 answer once: only its SHA-256 is stored (commerce/codes.py), so the audit,
 the logs and every later answer carry the card's or code's id, never the
-code. Customers activate them through commerce/activations.py.
+code. Customers activate them through commerce/activations.py. An offer
+needs `payments.write` too (it takes money off orders): a bad discount or
+expiry is a 400 (`invalid_discount`, `invalid_validity`) that writes nothing.
 """
 
 import datetime
 
-from commerce import codes
+from commerce import codes, offers
 from commerce.catalogue import CatalogueError, purchasable_plan
 from models.base import db, utcnow
 from ops import operators
 from ops.records import record_audit
-from web import panel, problems
+from web import backoffice, panel, problems
 from web.answers import iso, json_answer, json_body
 from web.problems import Problem
 
 CATEGORY = "payments"
 GIFT_CARD_ISSUED = "panel.gift_card.issued"
 ACCESS_CODE_ISSUED = "panel.access_code.issued"
+OFFER_CREATED = "panel.personal_offer.created"
 MAX_VALID_DAYS = 3650
 MAX_ACTIVATIONS = 1_000_000
 MAX_CHOSEN_CODE = 64
@@ -53,6 +58,21 @@ def access_code_json(row):
         "active": bool(row.active),
         "expiresAt": iso(row.expires_at),
         "createdAt": iso(row.created_at),
+    }
+
+
+def offer_json(offer):
+    return {
+        "id": offer.id,
+        "customerId": offer.customer_id,
+        "planId": offer.plan_id,
+        "discountPercent": offer.discount_percent,
+        "discountMinor": offer.discount_minor,
+        "currency": offer.currency,
+        "status": offer.status,
+        "expiresAt": iso(offer.expires_at),
+        "usedOrderId": offer.used_order_id,
+        "createdAt": iso(offer.created_at),
     }
 
 
@@ -120,5 +140,24 @@ def build():
         except codes.CodeRejected as rejected:
             raise Problem(PROBLEMS.get(rejected.code, 400), rejected.code, str(rejected)) from None
         return json_answer(201, {"accessCode": access_code_json(row), "code": code})
+
+    @app.post("/v1/panel/customers/<customer_id>/offers")
+    @signed_in(operators.PAYMENTS_WRITE)
+    def create_offer(operator, customer_id):
+        reason = panel.operator_reason()
+        customer = backoffice.customer_or_404(customer_id)
+        body = json_body()
+        plan = _plan(body) if body.get("planId") is not None else None
+        try:
+            with db.atomic():
+                offer = offers.create_offer(
+                    customer, body.get("validDays"), plan, body.get("discountPercent"), body.get("discountMinor"),
+                    body.get("currency"),
+                )  # fmt: skip
+                record_audit(CATEGORY, OFFER_CREATED, f"operator:{operator.username}", reason, "personal_offer",
+                             offer.id, details=offer_json(offer))  # fmt: skip
+        except offers.OfferRejected as rejected:
+            raise Problem(400, rejected.code, str(rejected)) from None
+        return json_answer(201, {"offer": offer_json(offer)})
 
     return app

@@ -1,5 +1,6 @@
 """The shop's back office in a browser (SPEC 13.14): Home, Customers, and the pages
-of a customer (with their support tickets), a subscription, an order and a payment, each linked to the
+of a customer (with their support tickets, personal offers and ratings of the
+shop), a subscription, an order and a payment, each linked to the
 others and to the fulfillment operations they caused; Settings (the
 operator's time zone).
 
@@ -16,9 +17,12 @@ import uuid
 import bottle
 
 from commerce import phase
+from commerce.catalogue import active_plans
 from commerce.customer_search import INVALID_SEARCH
 from commerce.refunds import REFUNDABLE_STATES, refundable, refunds_of
 from integrations.payments.amounts import AmountError, exponent, to_decimal_text
+from models.bot import ShopRating
+from models.catalogue import PersonalOffer
 from models.support import SupportTicket
 from ops import operators
 from web import backoffice, references, wording
@@ -139,6 +143,20 @@ def build():
                 "balances": backoffice.wallet_balances(found),
                 "wallet": wallet,
                 "wallet_next": wallet_next,
+                "offers": list(
+                    PersonalOffer.select()
+                    .where(PersonalOffer.customer == found.id)
+                    .order_by(PersonalOffer.id.desc())
+                    .limit(SECTION_ROWS)
+                ),
+                "ratings": list(
+                    ShopRating.select()
+                    .where(ShopRating.customer == found.id)
+                    .order_by(ShopRating.created_at.desc())
+                    .limit(SECTION_ROWS)
+                ),
+                "can_offer": _can(operator, operators.PAYMENTS_WRITE),
+                "offer_plans": active_plans() if _can(operator, operators.PAYMENTS_WRITE) else [],
             }
         tickets = None
         if _can(operator, operators.SUPPORT_READ):  # newest first, by the support_tickets_customer index

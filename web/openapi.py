@@ -19,6 +19,7 @@ from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
 from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES, WEBHOOK_VERDICTS
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
+from ops import anomalies
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
 from ops import telemetry
@@ -684,6 +685,8 @@ def document():
     paths.update(_campaign_paths())
     paths.update(_support_paths())
     paths.update(_operator_paths())
+    paths.update(_anomaly_paths())
+    paths.update(_offer_paths())
     unavailable = _error("the database is unreachable or not migrated (`database_unavailable`)")
     not_json = _error("the body is not sent as `Content-Type: application/json` (`unsupported_media_type`)")
     cross_origin = _error("a change from another site's page in the browser (`cross_origin_refused`), or …")
@@ -1455,6 +1458,119 @@ def _operator_paths():
             "Set an operator's password; their sessions end",
             _object({"password": {"type": "string", "minLength": 12, "maxLength": 1024}}),
         ),
+    }
+
+
+ANOMALY_RULE = _object(
+    {
+        "rule": {"type": "string", "enum": list(anomalies.RULES)},
+        "unit": {"type": "string", "enum": ["percent", "count", "seconds"]},
+        "breachedWhen": {"type": "string", "enum": [anomalies.ABOVE, anomalies.BELOW]},
+        "threshold": INTEGER,
+        "windowMinutes": INTEGER,
+        "enabled": BOOLEAN,
+        "current": NULLABLE_INTEGER,
+        "breached": BOOLEAN,
+        "updatedAt": TIME,
+        "updatedBy": NULLABLE_STRING,
+    }
+)
+
+
+def _anomaly_paths():
+    min_window = anomalies.MIN_WINDOW_MINUTES
+    rule = {"name": "rule", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 64}}
+    change = _object(
+        {
+            "threshold": INTEGER,
+            "windowMinutes": {**INTEGER, "minimum": min_window, "maximum": anomalies.MAX_WINDOW_MINUTES},
+            "enabled": BOOLEAN,
+        },
+        [],
+    )
+    return {
+        "/v1/panel/system/anomaly-rules": _get(
+            "Every anomaly rule: its threshold, window, whether enabled and its measure now, null with too few"
+            " samples (system.read)",
+            _object({"rules": _array(ANOMALY_RULE)}),
+        ),
+        "/v1/panel/system/anomaly-rules/{rule}": {
+            "put": {
+                "summary": "Change a rule's threshold, window or switch (system.write, audited)",
+                "description": (
+                    "Audited `panel.anomaly_rule.changed`. A threshold is a whole number in the rule's unit: percent"
+                    " 1-100, a count from 1, seconds from 60."
+                    " A breached rule queues one `anomaly` operator notice per window (SPEC 15.7)."
+                ),
+                "security": SESSION,
+                "parameters": [rule, REASON],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": change}}},
+                "responses": {
+                    "200": _ok(_object({"rule": ANOMALY_RULE})),
+                    "400": _error(
+                        "`invalid_threshold`, `invalid_window`, `invalid_enabled`, `reason_required`, `invalid_body`"
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such rule (`unknown_anomaly_rule`)"),
+                },
+            }
+        },
+    }
+
+
+PERSONAL_OFFER = _object(
+    {
+        "id": INTEGER,
+        "customerId": STRING,
+        "planId": NULLABLE_INTEGER,
+        "discountPercent": NULLABLE_INTEGER,
+        "discountMinor": NULLABLE_INTEGER,
+        "currency": NULLABLE_STRING,
+        "status": {"type": "string", "enum": ["active", "used", "expired"]},
+        "expiresAt": TIME,
+        "usedOrderId": NULLABLE_INTEGER,
+        "createdAt": TIME,
+    }
+)
+
+
+def _offer_paths():
+    body = _object(
+        {
+            "discountPercent": {**INTEGER, "minimum": 1, "maximum": 100},
+            "discountMinor": {**INTEGER, "minimum": 1},
+            "currency": STRING,
+            "planId": {**INTEGER, "minimum": 1},
+            "validDays": {**INTEGER, "minimum": 1, "maximum": 365},
+        },
+        ["validDays"],
+    )
+    return {
+        "/v1/panel/customers/{customerID}/offers": {
+            "post": {
+                "summary": "Make a personal offer for a customer (payments.write, audited)",
+                "description": (
+                    "Audited `panel.personal_offer.created`. A percentage, or an amount in one currency, off one"
+                    " plan (`planId`) or any, until `validDays`"
+                    " from now (SPEC 13.11). The bot applies the customer's best usable offer to what they buy;"
+                    " the order that is paid with it uses it up."
+                ),
+                "security": SESSION,
+                "parameters": [_text_id("customerID"), REASON],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+                "responses": {
+                    "201": _ok(_object({"offer": PERSONAL_OFFER}), "made"),
+                    "400": _error(
+                        "`invalid_discount`, `invalid_validity`, `invalid_plan_id`, `reason_required`, `invalid_body`"
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such customer or plan (`customer_not_found`, `plan_not_found`)"),
+                    "409": _error("the plan is not on sale (`plan_inactive`)"),
+                },
+            }
+        },
     }
 
 

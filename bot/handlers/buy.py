@@ -37,6 +37,10 @@ the same panel user and link with one fulfillment change — or "New
 subscription", a purchase with a link of its own. Buying the same plan again
 never makes a second subscription unless that is what was pressed.
 
+A personal offer (commerce/offers.py) is named on a plan's screen, and the
+customer's best usable one prices the order a pay button makes (the
+settlement marks it used).
+
 A plan's screen opens a checkout session
 (`bot_checkout_sessions`, 30 minutes): a cart that names its order once a
 pay button made one, or expires and is swept when the customer walks away.
@@ -49,7 +53,7 @@ from bot import keyboards, membership, services, texts
 from bot.handlers.fallback import on_unmatched_payment
 from bot.handlers.subscriptions import DATE_FORMAT
 from bot.updates import Answer, Refused
-from commerce import catalogue, ledger, phase
+from commerce import catalogue, ledger, offers, phase
 from commerce import providers as methods
 from commerce.checkout import MAINTENANCE_ACTIVE, CheckoutRejected, checkout
 from commerce.orders import OrderRejected, create_order
@@ -218,12 +222,27 @@ def show_methods(query, context, plan, extending=None):
         values = {"duration": texts.duration(context.language, plan.duration_days),
                   "ends": entitlement.ends_at.strftime(DATE_FORMAT)}  # fmt: skip
     text = context.text(header if choices else "methods_none", plan=plan.name, **values)
+    if choices:
+        text += _offer_note(context, plan)
     chat, message_id = query.message.chat.id, query.message.message_id
     if choices:
         _open_cart(context, chat, plan)
     shown = keyboards.payment_methods(context.language, plan.id, choices, gift_offered=sealing.available(), slot=slot)
     context.edit(chat, message_id, text, shown)
     context.answer_callback(query.id)
+
+
+def _offer_note(context, plan):
+    """A line naming the customer's personal offer for this plan (the first to expire), or nothing."""
+    for offer in offers.usable(context.customer.id):
+        if offer.plan_id in (None, plan.id):
+            off = (
+                f"{offer.discount_percent}%"
+                if offer.discount_percent
+                else texts.money(offer.discount_minor, offer.currency)
+            )
+            return "\n" + context.text("offer_note", discount=off, ends=offer.expires_at.strftime(DATE_FORMAT))
+    return ""
 
 
 def on_gift(query, context, plan_id):
@@ -253,8 +272,10 @@ def on_pay(query, context, plan_id, method, currency, kind="purchase", slot=None
     chat = query.message.chat.id
     key = f"bot:{context.update_id}"
     shop = services.current()
+    offer = offers.best_for(context.customer.id, kind, plan, currency)
+    offer_id = None if offer is None else offer.id
     if method in methods.HOSTED:
-        order = _hosted_order(context, query, plan, method, currency, shop, key, kind, subscription_id)
+        order = _hosted_order(context, query, plan, method, currency, shop, key, kind, subscription_id, offer_id)
         _close_cart(context, chat, plan, method, currency, order.id)
         context.answer_callback(query.id)
         context.later(
@@ -266,7 +287,7 @@ def on_pay(query, context, plan_id, method, currency, kind="purchase", slot=None
     try:
         made = checkout(
             shop.providers, shop.public_url, context.customer.id, kind, method, currency, plan_id=plan.id,
-            subscription_id=subscription_id, key=key,
+            subscription_id=subscription_id, offer_id=offer_id, key=key,
         )  # fmt: skip
     except CheckoutRejected as rejected:
         raise refusal_for(context, query, rejected.code) from None
@@ -289,14 +310,14 @@ def refusal_for(context, query, code):
     return refuse_plainly(context, query, "purchase_refused")
 
 
-def _hosted_order(context, query, plan, method, currency, shop, key, kind, subscription_id=None):
+def _hosted_order(context, query, plan, method, currency, shop, key, kind, subscription_id=None, offer_id=None):
     """The pending order a provider's payment will pay, checked as checkout checks it."""
     if not methods.offered(shop.providers, method) or not methods.accepts(method, currency):
         raise refuse_plainly(context, query, "purchase_refused")
     try:
         return create_order(
             context.customer.id, kind, currency, plan_id=plan.id, subscription_id=subscription_id, provider=method,
-            key=key,
+            offer_id=offer_id, key=key,
         )  # fmt: skip
     except OrderRejected as rejected:
         raise refusal_for(context, query, rejected.code) from None

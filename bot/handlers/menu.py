@@ -1,10 +1,11 @@
 """The main menu's buttons: every press is validated first, then handed to its flow (buy, subscriptions
-and their auto-renew switch, the wallet and its top-ups, support, codes and the trial) or answered here."""
+and their auto-renew switch, the wallet and its top-ups, support, codes and the trial, a rating of the
+shop) or answered here."""
 
 from telebot.types import InaccessibleMessage
 
 from bot import keyboards
-from bot.handlers import buy, codes, subscriptions, support, wallet
+from bot.handlers import buy, codes, reviews, subscriptions, support, wallet
 from commerce import customers
 
 BUY_ACTIONS = (
@@ -47,6 +48,9 @@ def on_press(query, context):
         return
     if press.action == keyboards.WALLET:
         wallet.on_wallet(query, context)
+        return
+    if press.action == keyboards.RATE:
+        reviews.on_rate(query, context, press.argument)
         return
     if press.action == keyboards.TOPUP:
         wallet.on_topup(query, context, press.argument)

@@ -9,8 +9,10 @@ operation whose job is merely backing off gets nothing new; one whose job
 was discarded after its 12 attempts, or that never had one, gets a job, and
 one whose job completed while the operation stayed open (an operator retried
 it afterwards) gets that job back (`requeue`). The batch is written
-TRANSACTION_ROWS operations per transaction; a run asked to stop (past its
-timeout) returns between two of them.
+TRANSACTION_ROWS operations per transaction, each with an `anomaly_samples`
+row counting the operations it gave a job (the `revive_count` anomaly rule,
+ops/anomalies.py); a run asked to stop (past its timeout) returns between two
+of them.
 """
 
 import datetime
@@ -21,6 +23,7 @@ from fulfillment.enqueue import requeue
 from jobs import every, huey, should_stop
 from models.base import db, utcnow
 from models.fulfillment import FulfillmentOperation
+from ops import anomalies
 
 logger = logging.getLogger("omniflow.passes.revive")
 
@@ -55,6 +58,7 @@ def dispatch(now=None):
             break
         with db.atomic():
             queued, waiting = requeue(stuck[start : start + TRANSACTION_ROWS])
+            anomalies.record_sample(anomalies.REVIVE_COUNT, queued, now)  # read by the revive_count rule
         enqueued += queued
         skipped += waiting
     logger.info(

@@ -1,21 +1,24 @@
 """SPEC 14.4, 14.5, 13.12 in the test process: Buy → plan → Stars, wallet, YooKassa, CryptoBot; pre-checkout; paying."""
 
 import datetime
+import json
 import threading
 
 import pytest
 
 from bot import keyboards
 from bot.updates import APPLIED, DUPLICATE, REFUSED
+from commerce import offers
 from models.base import utcnow
-from models.bot import BotCheckoutSession
+from models.bot import BotCheckoutSession, BotShopReview, ShopRating
+from models.catalogue import PersonalOffer
 from models.commerce import Customer, Order
 from models.payments import PaymentIntent
 from ops import maintenance
 from tests.support import sales
 from tests.support.botruns import InProcessBot, row_counts
 from tests.support.processes import wait_for
-from tests.support.shop import rub_plan
+from tests.support.shop import fulfil, rub_plan
 
 ANN = {"id": 601, "first_name": "Ann", "language_code": "en"}
 
@@ -411,3 +414,48 @@ def test_an_extension_at_a_hosted_provider_gives_the_payment_page_of_an_extensio
     (intent,) = PaymentIntent.select()
     assert (order.status, order.subscription_id, intent.order_id) == ("pending", subscription.id, order.id)
     assert buttons(last(fake_telegram))[0]["url"] == intent.confirmation_url
+
+
+def test_the_customers_personal_offer_is_named_on_the_plan_and_prices_the_purchase_then_is_used_up(
+    bot, fake_telegram, plan
+):
+    offer = offers.create_offer(customer(), 7, discount_percent=20)
+    sales.topped_up(customer(), 50000, "RUB")
+    choose(bot, fake_telegram, keyboards.data(keyboards.PLAN, str(plan.id)))
+    assert "Your personal offer: 20% off, until " in menu(fake_telegram)["text"]
+    assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]
+    order = Order.get(Order.operation == "purchase")
+    assert (order.status, order.amount_minor, order.personal_offer_id) == ("paid", 15920, offer.id)
+    used = PersonalOffer.get_by_id(offer.id)
+    assert (used.status, used.used_order_id) == ("used", order.id)
+    assert offers.best_for(customer().id, "purchase", plan, "RUB") is None  # the next purchase pays in full
+
+
+def test_after_a_purchase_the_customer_rates_the_shop_once_with_the_buttons_under_access_ready(
+    bot, fake_telegram, plan
+):
+    sales.topped_up(customer(), 50000, "RUB")
+    assert choose(bot, fake_telegram, pay(plan, "wallet", "RUB")) == [APPLIED]
+    order = Order.get(Order.operation == "purchase")
+    fulfil()
+    deliver_notices(bot)
+    (ready,) = fake_telegram.accepted("sendPhoto")
+    markup = json.loads(ready["params"]["reply_markup"])
+    assert [b["callback_data"] for b in markup["inline_keyboard"][0]] == [f"rate:{order.id}:{n}" for n in range(1, 6)]
+    (prompt,) = BotShopReview.select()
+    assert (prompt.chat_id, json.loads(prompt.screen)) == (ANN["id"], {"orderId": order.id})
+    assert prompt.expires_at - prompt.created_at == datetime.timedelta(days=1)
+    ready_id = [m for m in fake_telegram.bot_messages(ANN["id"]) if m.get("reply_markup")][-1]["message_id"]
+    fake_telegram.press(ANN, f"rate:{order.id}:4", message_id=ready_id)
+    fake_telegram.press(ANN, f"rate:{order.id}:5", message_id=ready_id)
+    bot.drain()
+    (rating,) = ShopRating.select()
+    assert (rating.order_id, rating.customer_id, rating.rating) == (order.id, customer().id, 4)
+    said = sorted(fake_telegram.callback_answers().values(), key=lambda answer: answer["at"])[-2:]
+    said = [answer["text"] for answer in said]
+    assert said == ["Thank you for your rating!", "This purchase is rated already."]
+    BotShopReview.update(expires_at=utcnow()).execute()
+    ShopRating.delete().execute()
+    fake_telegram.press(ANN, f"rate:{order.id}:5", message_id=ready_id)
+    bot.drain()
+    assert ShopRating.select().count() == 0  # the day to rate it has passed

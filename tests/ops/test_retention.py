@@ -52,6 +52,9 @@ KEPT = {
     # audit, operators (identity), notices, the maintenance switch
     "audit_events", "operator_notices", "customer_notices", "operators",
     "operator_login_failures", "maintenance_state",
+    # anomaly rules (configuration) and their samples (pruned after a week by the anomaly pass itself);
+    # the customers' ratings of the shop, one per order
+    "anomaly_rules", "anomaly_samples", "shop_ratings",
     # what operators sent through the bot, and the support conversations (attachments expire on their own)
     "campaigns", "campaign_recipients", "support_tickets", "support_messages",
     # the queue (its own cleaner, SPEC 1.8) and the migration history

@@ -19,13 +19,14 @@ from web.pages import drift_value
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOP_NAVIGATION = ["Home", "Customers", "Campaigns", "Support"]
-NAVIGATION = ["Operations", "Drift", "Outbox", "Blocklists", "Queue", "Operators"]
+NAVIGATION = ["Operations", "Drift", "Outbox", "Blocklists", "Queue", "Anomalies", "Operators"]
 PAGES = [
     "/panel/system/operations",
     "/panel/system/drift",
     "/panel/system/outbox",
     "/panel/system/blocklists",
     "/panel/system/queue",
+    "/panel/system/anomalies",
 ]
 WEBHOOK_SECRET = "whsec_bGVha3ktd2ViaG9vay1zaWduaW5nLXNlY3JldC0wMDE="
 

@@ -136,3 +136,84 @@
 % end
 % end
 % end
+% if sections is not None:
+<h2>Personal offers</h2>
+% if not sections["offers"]:
+<div class="empty">No personal offer.</div>
+% else:
+<table id="offers">
+  <tr><th>offer</th><th>discount</th><th>plan</th><th>status</th><th>expires</th><th>used by</th></tr>
+  % for offer in sections["offers"]:
+  <tr data-offer="{{offer.id}}">
+    <td>{{offer.id}}</td>
+    <td>{{f"{offer.discount_percent} %" if offer.discount_percent is not None else money(offer.discount_minor, offer.currency)}}</td>
+    <td>{{offer.plan_id or "any plan"}}</td>
+    <td class="status-{{offer.status}}" data-status="{{offer.status}}">{{offer.status}}</td>
+    <td class="muted">{{iso(offer.expires_at)}}</td>
+    <td>
+      % if offer.used_order_id:
+      <a href="{{order_page(offer.used_order_id)}}">{{offer.used_order_id}}</a>
+      % end
+    </td>
+  </tr>
+  % end
+</table>
+% end
+% if sections["can_offer"]:
+<form id="offer-create" class="inline" style="margin:12px 0; flex-wrap:wrap" data-action="/v1/panel/customers/{{customer.id}}/offers">
+  <input name="percent" type="number" min="1" max="100" placeholder="% off" style="width:6em" aria-label="discount in percent">
+  <span class="muted">or</span>
+  <input name="amount" placeholder="amount off, e.g. 50.00" size="12" aria-label="discount amount">
+  <input name="currency" placeholder="RUB" size="4" aria-label="currency of the amount">
+  <select name="planId" aria-label="plan">
+    <option value="">any plan</option>
+    % for plan in sections["offer_plans"]:
+    <option value="{{plan.id}}">{{plan.name}}</option>
+    % end
+  </select>
+  <input name="validDays" type="number" min="1" max="365" value="7" required style="width:5em" aria-label="valid for days">
+  <input name="reason" placeholder="reason" required size="16" aria-label="reason for the offer">
+  <button type="submit">Make offer</button><span class="error" style="color:var(--bad)"></span>
+</form>
+<script nonce="{{nonce}}">
+  const offerForm = document.getElementById("offer-create");
+  offerForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const value = (name) => offerForm.querySelector(`[name=${name}]`).value.trim();
+    const body = { validDays: Number(value("validDays")) };
+    if (value("percent")) body.discountPercent = Number(value("percent"));
+    if (value("amount")) {
+      const currency = value("currency").toUpperCase();
+      const places = { XTR: 0, JPY: 0 }[currency] ?? 2;
+      body.discountMinor = Math.round(Number(value("amount")) * 10 ** places);
+      body.currency = currency;
+    }
+    if (value("planId")) body.planId = Number(value("planId"));
+    const answer = await fetch(offerForm.dataset.action, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Operator-Reason": "UTF-8''" + encodeURIComponent(value("reason")) },
+      body: JSON.stringify(body),
+    });
+    if (answer.ok) { location.reload(); return; }
+    const problem = await answer.json().catch(() => ({ detail: answer.statusText }));
+    offerForm.querySelector(".error").textContent = problem.detail || "refused";
+  });
+</script>
+% end
+
+<h2>Ratings of the shop</h2>
+% if not sections["ratings"]:
+<div class="empty">No rating yet.</div>
+% else:
+<table id="ratings">
+  <tr><th>order</th><th>rating</th><th>when</th></tr>
+  % for rating in sections["ratings"]:
+  <tr data-rating-order="{{rating.order_id}}">
+    <td><a href="{{order_page(rating.order_id)}}">{{rating.order_id}}</a></td>
+    <td data-rating="{{rating.rating}}">{{"★" * rating.rating}}{{"☆" * (5 - rating.rating)}}</td>
+    <td class="muted">{{iso(rating.created_at)}}</td>
+  </tr>
+  % end
+</table>
+% end
+% end

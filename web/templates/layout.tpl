@@ -63,7 +63,7 @@
   </nav>
   <nav aria-label="System">
     <span class="section">System</span>
-    % for href, label in (("/panel/system/operations", "Operations"), ("/panel/system/drift", "Drift"), ("/panel/system/outbox", "Outbox"), ("/panel/system/blocklists", "Blocklists"), ("/panel/system/queue", "Queue"), ("/panel/operators", "Operators")):
+    % for href, label in (("/panel/system/operations", "Operations"), ("/panel/system/drift", "Drift"), ("/panel/system/outbox", "Outbox"), ("/panel/system/blocklists", "Blocklists"), ("/panel/system/queue", "Queue"), ("/panel/system/anomalies", "Anomalies"), ("/panel/operators", "Operators")):
     <a href="{{href}}" class="{{'here' if here == href else ''}}">{{label}}</a>
     % end
   </nav>
