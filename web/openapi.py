@@ -19,10 +19,9 @@ from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
 from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES, WEBHOOK_VERDICTS
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
-from ops import anomalies
+from ops import anomalies, telemetry
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
-from ops import telemetry
 from web import admin, backoffice, panel
 from web import checkout as web_checkout
 from web import support as web_support
