@@ -58,12 +58,14 @@ JOB_KIND_MODULES = (
     "commerce.passes.lifecycle_sweep",
     "commerce.provider_refund",
     "commerce.webhooks",
+    "goods.delivery",
 )
 # Passes registered only when the worker has what they need (SPEC 5.2): the
 # module's register(settings) declares the pass, or answers why it did not.
 CONDITIONAL_PASSES = (
     ("outbox_publish", "jobs.passes.outbox_publish"),
     ("backup", "jobs.passes.backup"),
+    ("goods_delivery_schedule", "goods.schedule"),
 )
 
 
