@@ -70,7 +70,7 @@ from integrations.goods import (
 )
 from jobs import UNIQUE_THROUGH_COMPLETED, JobSnooze, huey
 from jobs.engine.executor import release_connection
-from models.base import utcnow
+from models.base import db, utcnow
 from models.commerce import Customer, Order
 from models.goods import FINAL_DELIVERY_STATUSES, Goods, GoodsDelivery, GoodsProvider
 from models.ops import CustomerNotice
@@ -175,11 +175,17 @@ class GoodsRetry(Exception):
 # -- the job ---------------------------------------------------------------------------
 
 
+def in_transaction(fn):
+    """Claim and record lock the delivery row (FOR UPDATE on PostgreSQL, the write lock on SQLite): that lock
+    is their whole guarantee, so they run at the default isolation, retried on a deadlock or a busy file."""
+    return retry_serializable(fn, transaction=db.atomic)
+
+
 def goods_delivery(orderId):
-    decision = retry_serializable(lambda: claim(orderId))
+    decision = in_transaction(lambda: claim(orderId))
     if isinstance(decision, Claim):
         outcome = call(decision)
-        decision = retry_serializable(lambda: record(decision, outcome))
+        decision = in_transaction(lambda: record(decision, outcome))
     _count(decision)
     if isinstance(decision, Snooze):
         raise JobSnooze(decision.seconds)

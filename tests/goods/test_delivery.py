@@ -143,13 +143,13 @@ def test_an_answer_that_may_hide_a_purchase_goes_to_review_and_is_never_submitte
 
 def test_a_run_that_died_between_claim_and_record_is_never_resubmitted_but_sent_to_review(voucher, provider):
     (order_id,) = paid_orders(voucher, 1)
-    claim = delivery.retry_serializable(lambda: delivery.claim(order_id))
+    claim = delivery.in_transaction(lambda: delivery.claim(order_id))
     delivery.call(claim)  # bought; then the worker dies before recording it
     assert run(order_id) == "snooze"  # inside the claim's deadline: another run may be calling
     GoodsDelivery.update(next_attempt_at=utcnow() - datetime.timedelta(seconds=1)).execute()
     assert run(order_id) == "needs_review"
     assert delivery_of(order_id).last_error_code == delivery.INTERRUPTED
-    assert delivery.retry_serializable(lambda: delivery.record(claim, delivery.Failed("retryable", "x"))).outcome == (
+    assert delivery.in_transaction(lambda: delivery.record(claim, delivery.Failed("retryable", "x"))).outcome == (
         "stale"
     )
     assert submissions(provider, order_id) == 1
