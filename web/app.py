@@ -19,6 +19,7 @@ from web import (
     admin,
     backoffice,
     backoffice_codes,
+    backoffice_goods,
     backoffice_messages,
     backoffice_pages,
     campaigns,
@@ -55,6 +56,7 @@ def create_app(settings):
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
     app.merge(backoffice_codes.build())
+    app.merge(backoffice_goods.build())
     app.merge(campaigns.build())
     app.merge(support.build())
     app.merge(metrics.build(settings.metrics_token))
