@@ -1,7 +1,7 @@
 """The back office's goods deliveries (SPEC 15.4): the ones that need review, and their resolution.
 
 GET  /v1/panel/goods/deliveries                      payments.read: deliveries needing review, oldest first
-POST /v1/panel/goods/deliveries/{deliveryID}/resolve payments.write, X-Operator-Reason: {"outcome": "delivered"|"refund"}
+POST /v1/panel/goods/deliveries/{deliveryID}/resolve payments.write + reason: {"outcome": "delivered"|"refund"}
 GET  /panel/goods/deliveries                         the same as a page, with the resolve actions
 
 A row shows the order, its customer, the goods, the attempts, the failure
