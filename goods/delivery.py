@@ -71,10 +71,11 @@ from integrations.goods import (
 from jobs import UNIQUE_THROUGH_COMPLETED, JobSnooze, huey
 from jobs.engine.executor import release_connection
 from models.base import db, utcnow
-from models.commerce import Customer, Order
-from models.goods import FINAL_DELIVERY_STATUSES, Goods, GoodsDelivery, GoodsProvider
+from models.commerce import Order
+from models.goods import FINAL_DELIVERY_STATUSES, GoodsDelivery, GoodsProvider
 from models.ops import CustomerNotice
-from models.transactions import locked, retry_serializable
+from models.transactions import fetch_one, is_postgres, locked, retry_serializable
+from ops import sealing
 from ops.records import queue_notice
 
 logger = logging.getLogger("omniflow.goods")
@@ -154,7 +155,7 @@ class Claim:
     sku: str
     provider_id: int
     base_url: str
-    token: str
+    token: str  # sealed, as stored: opened in the call (_client)
     recipient: dict
 
 
@@ -222,11 +223,37 @@ def _update(delivery_id, **values):
     GoodsDelivery.update(**values).where(GoodsDelivery.id == delivery_id).execute()
 
 
+_CLAIM_SQL = """
+SELECT d.id, d.status, d.attempt_count, d.next_attempt_at, d.customer_id, o.status, g.name, g.provider_sku,
+       p.id, p.base_url, p.api_token, c.telegram_id
+FROM goods_deliveries d
+JOIN orders o ON o.id = d.order_id
+JOIN goods g ON g.id = d.goods_id
+JOIN goods_providers p ON p.id = g.provider_id
+JOIN customers c ON c.id = d.customer_id
+WHERE d.order_id = %s"""
+
+
+@dataclass
+class _Row:
+    """The delivery as claim reads it, with what the call needs, in one round trip."""
+
+    id: int
+    order_id: int
+    status: str
+    attempt_count: int
+    next_attempt_at: datetime.datetime | None
+    customer_id: str
+
+
 def claim(order_id):
     now = utcnow()
-    row = locked(GoodsDelivery.select().where(GoodsDelivery.order == order_id)).first()
-    if row is None:
+    found = fetch_one(_CLAIM_SQL + (" FOR UPDATE OF d" if is_postgres() else ""), (order_id,))
+    if found is None:
         return Done("missing")
+    due = GoodsDelivery.next_attempt_at.python_value(found[3])
+    row = _Row(found[0], order_id, found[1], found[2], due, found[4])
+    order_status, goods_name, sku, provider_id, base_url, sealed_token, telegram_id = found[5:]
     if row.status in FINAL_DELIVERY_STATUSES or row.status == "needs_review":
         return Done(row.status)
     if row.status == "submitting":
@@ -234,16 +261,12 @@ def claim(order_id):
             return Snooze((row.next_attempt_at - now).total_seconds() + 1)
         _to_review(row, AMBIGUOUS, INTERRUPTED, now)
         return Done("needs_review")
-    order = Order.select(Order.status).where(Order.id == order_id).get()
-    if order.status not in PAID_STATES:
+    if order_status not in PAID_STATES:
         _update(row.id, status="cancelled", last_error_code=ORDER_REFUNDED, finished_at=now)
         logger.info("goods delivery cancelled: the order was refunded", extra={"order_id": order_id})
         return Done("cancelled")
     if row.next_attempt_at is not None and row.next_attempt_at > now:
         return Snooze((row.next_attempt_at - now).total_seconds() + 1)
-    goods = Goods.get_by_id(row.goods_id)
-    provider = GoodsProvider.get_by_id(goods.provider_id)
-    telegram_id = Customer.select(Customer.telegram_id).where(Customer.id == row.customer_id).scalar()
     attempt = row.attempt_count + 1
     _update(
         row.id,
@@ -255,11 +278,11 @@ def claim(order_id):
         delivery_id=row.id,
         order_id=order_id,
         attempt=attempt,
-        goods_name=goods.name,
-        sku=goods.provider_sku,
-        provider_id=provider.id,
-        base_url=provider.base_url,
-        token=provider.api_token,
+        goods_name=goods_name,
+        sku=sku,
+        provider_id=provider_id,
+        base_url=base_url,
+        token=sealed_token,
         recipient={"customerId": row.customer_id, "telegramId": telegram_id},
     )
 
@@ -271,11 +294,13 @@ _clients_lock = threading.Lock()
 
 
 def _client(claim):
+    """The provider's client, its token unsealed once per process and sealed value."""
     key = (claim.provider_id, claim.base_url, claim.token)
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
-            client = _clients[key] = GoodsClient(claim.base_url, claim.token)
+            token = sealing.unseal(claim.token, GoodsProvider.api_token.context, claim.provider_id)
+            client = _clients[key] = GoodsClient(claim.base_url, token)
         return client
 
 
