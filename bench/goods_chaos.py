@@ -105,6 +105,35 @@ def _age_dead_worker(pid):
     db.close()
 
 
+def _free_port():
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _worker_metrics(port):
+    """The goods lines of a worker's /metrics: {"jobs_completed": …, "delivered": …} (None if unreachable)."""
+    import re
+
+    import requests
+
+    try:
+        text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except requests.RequestException:
+        return None
+
+    def value(pattern):
+        found = re.search(pattern + r" ([0-9.e+]+)", text)
+        return float(found.group(1)) if found else 0.0
+
+    return {
+        "jobs_completed": value(r'omniflow_jobs_total\{kind="goods_delivery",outcome="completed"\}'),
+        "delivered": value(r'omniflow_goods_deliveries_total\{outcome="delivered"\}'),
+    }
+
+
 def _statuses():
     from peewee import fn
 
@@ -160,6 +189,7 @@ def run(database_url, orders=300, fail_rate=0.30, lost_rate=0.05, slow_rate=0.05
     processes = []
     stop = threading.Event()
     env = {"APP_DATA_ENCRYPTION_KEY": DATA_KEY}
+    metrics_port = _free_port()  # the first replacement worker's metrics (SPEC 11: goods delivery is instrumented)
     try:
         started = time.monotonic()
         _goods_orders(provider.base_url, orders)
@@ -181,7 +211,9 @@ def run(database_url, orders=300, fail_rate=0.30, lost_rate=0.05, slow_rate=0.05
                 if age_dead_worker:
                     _age_dead_worker(processes[0].pid)
                 for index in range(1, workers + 1):
-                    processes.append(_start_worker(database_url, "", log_dir, index, name="goods-chaos-worker", **env))
+                    extra = {"APP_WORKER_METRICS_PORT": str(metrics_port)} if index == 1 else {}
+                    processes.append(_start_worker(database_url, "", log_dir, index, name="goods-chaos-worker",
+                                                   **env, **extra))  # fmt: skip
             if done == orders:
                 converged_at = time.monotonic() - started
                 break
@@ -189,6 +221,7 @@ def run(database_url, orders=300, fail_rate=0.30, lost_rate=0.05, slow_rate=0.05
         stop.set()
         provider.clear_faults()
         figures = _verify(provider, orders)
+        figures["worker_metrics"] = _worker_metrics(metrics_port) if killed_at is not None else None
         figures.update(
             orders=orders,
             converge_s=round(converged_at, 1) if converged_at is not None else None,

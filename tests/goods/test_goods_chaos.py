@@ -28,3 +28,5 @@ def test_goods_chaos_submits_every_order_at_most_once_and_loses_none(database, d
     assert figures["unbalanced_transactions"] == 0
     assert figures["revenue_matches_kept_orders"]
     assert figures["provider"]["faults_injected"]["fail"] >= 15
+    metrics = figures["worker_metrics"]  # one replacement worker's own counters
+    assert metrics is not None and metrics["jobs_completed"] > 0 and metrics["delivered"] > 0
