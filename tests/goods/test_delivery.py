@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from bot.customer_notices import render
 from fakes.goods import FakeGoodsProvider
 from goods import delivery, schedule
 from goods.delivery import GoodsRetry, goods_delivery
@@ -86,6 +87,9 @@ def test_a_delivered_order_is_fulfilled_and_its_customer_gets_the_payload_sealed
     assert notice.secret == f"{bought['payload']['code']}\n{bought['payload']['link']}"
     stored = db.execute_sql("SELECT secret, payload FROM customer_notices WHERE id = " + str(notice.id)).fetchone()
     assert bought["payload"]["code"] not in stored[0] + stored[1]  # sealed at rest, not in the payload
+    message = render(notice)  # what the bot sends: the code and the link, once
+    assert bought["payload"]["code"] in message.text and bought["payload"]["link"] in message.text
+    assert "Voucher 10" in message.text
     assert run(order_id) == "delivered"  # a second run finds it resolved and calls nothing
     assert submissions(provider, order_id) == 1
 
