@@ -106,7 +106,7 @@ class GoodsClient:
     def _read_capped(response):
         try:
             raw = response.raw.read(MAX_BODY_BYTES + 1)
-        except (OSError, requests.RequestException, Exception):
+        except Exception:  # a timeout or a dropped socket mid-body: it may have been bought
             raise GoodsFailure(AMBIGUOUS, "goods_answer_unreadable") from None
         if len(raw) > MAX_BODY_BYTES:
             raise GoodsFailure(AMBIGUOUS, "goods_answer_oversized")
@@ -129,7 +129,7 @@ def _outcome(status, raw):
         return Delivered(order["id"], kept)
     error = answer.get("error") if isinstance(answer, dict) else None
     code = error.get("code") if isinstance(error, dict) and isinstance(error.get("code"), str) else None
-    if code in _BY_ERROR_CODE and status < 500 or (code == "retry_later" and status == 503):
+    if (code in _BY_ERROR_CODE and status < 500) or (code == "retry_later" and status == 503):
         return _raise(_BY_ERROR_CODE[code], f"goods_{code}")
     if status == 429:
         return _raise(RETRYABLE, "goods_http_429")

@@ -6,6 +6,7 @@ witness of "at most once"."""
 
 import datetime
 import json
+import socket
 
 import pytest
 
@@ -207,3 +208,14 @@ def test_without_the_data_key_the_worker_leaves_goods_delivery_out_and_says_so(c
     assert "digital goods delivery disabled" in caplog.text
     assert schedule.NAME not in huey.periodic_schedules
     assert huey.kinds.get(delivery.KIND).task_class is None  # inserted by settlement, run by no worker here
+
+
+def test_a_provider_that_cannot_be_reached_is_unavailable_not_ambiguous_since_nothing_was_sent():
+    from integrations.goods import GoodsClient, GoodsFailure
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens here once the socket is closed
+    with pytest.raises(GoodsFailure) as failure:
+        GoodsClient(f"http://127.0.0.1:{port}", TOKEN).submit("omniflow-order-1", "voucher-10", {})
+    assert (failure.value.failure_class, failure.value.code) == ("provider_unavailable", "goods_provider_unreachable")
