@@ -16,6 +16,7 @@
     python omniflow.py dev-wait-panel       development: return once APP_REMNAWAVE_URL answers (the stack's worker)
     python omniflow.py dev-sample-payment   development: a sample YooKassa payment the fake completes, then waits
     python omniflow.py fake-remnawave       development and tests: a fake Remnawave panel
+    python omniflow.py fake-goods           development and tests: a fake digital-goods provider
     python omniflow.py fake-yookassa        development and tests: a fake YooKassa
     python omniflow.py fake-cryptobot       development and tests: a fake Crypto Pay (CryptoBot)
     python omniflow.py fake-telegram        development and tests: a fake Telegram Bot API with a chat page
@@ -59,6 +60,7 @@ JOB_KIND_MODULES = (
     "ops.campaign_expansion",
     "commerce.provider_refund",
     "commerce.webhooks",
+    "goods.delivery",
 )
 # Passes registered only when the worker has what they need (SPEC 5.2): the
 # module's register(settings) declares the pass, or answers why it did not.
@@ -66,6 +68,7 @@ CONDITIONAL_PASSES = (
     ("outbox_publish", "jobs.passes.outbox_publish"),
     ("backup", "jobs.passes.backup"),
     ("anomaly_evaluation", "jobs.passes.anomaly_evaluation"),
+    ("goods_delivery_schedule", "goods.schedule"),
 )
 
 
@@ -531,6 +534,13 @@ def cmd_fake_provider(args):
     run_cli(args.host, args.port, args.webhook_url, args.auto_pay_seconds, args.state_file, args.fresh)
 
 
+def cmd_fake_goods(args):
+    # Development and tests only: a fake goods provider; no settings, no database.
+    from fakes.goods import run_cli
+
+    run_cli(args.host, args.port, args.token, args.latency_ms)
+
+
 def _state_arguments(parser, what):
     parser.add_argument(
         "--state-file", help=f"keep the {what} in this JSON file across restarts (default: in memory, empty at start)"
@@ -661,6 +671,13 @@ def build_parser():
     fake_parser.add_argument("--dev-mode", action="store_true", help="do not require the x-forwarded-* headers")
     _state_arguments(fake_parser, "users")
     fake_parser.set_defaults(run=cmd_fake_remnawave)
+
+    goods_parser = commands.add_parser("fake-goods", help="development: a fake digital-goods provider (no database)")
+    goods_parser.add_argument("--host", default="127.0.0.1")
+    goods_parser.add_argument("--port", type=int, default=3040)
+    goods_parser.add_argument("--token", help="bearer token (default: fakes/goods.py's development token)")
+    goods_parser.add_argument("--latency-ms", type=float, default=0, help="answer every purchase this long after")
+    goods_parser.set_defaults(run=cmd_fake_goods)
 
     for name, port, what in (("fake-yookassa", 3020, "YooKassa"), ("fake-cryptobot", 3030, "Crypto Pay (CryptoBot)")):
         provider_parser = commands.add_parser(name, help=f"development: a fake {what} (no database)")

@@ -103,15 +103,17 @@ class FastForward(threading.Thread):
                 db.close()
 
 
-def _start_worker(database_url, panel_url, log_dir, index):
+def _start_worker(database_url, panel_url, log_dir, index, name="chaos-worker", **extra_env):
+    """A real worker process (`omniflow.py worker`) logging to `log_dir`; `extra_env` adds settings."""
     env = dict(
         os.environ,
         DATABASE_URL=database_url,
         APP_REMNAWAVE_URL=panel_url,
         APP_REMNAWAVE_TOKEN=PANEL_TOKEN,
         LOG_LEVEL="WARNING",
+        **extra_env,
     )
-    log = open(Path(log_dir) / f"chaos-worker-{index}.log", "w")
+    log = open(Path(log_dir) / f"{name}-{index}.log", "w")
     return subprocess.Popen(
         [sys.executable, "omniflow.py", "worker", "--shutdown-timeout", "5"],
         cwd=ROOT,
@@ -226,16 +228,21 @@ def run(database_url, orders=500, fail_rate=0.30, lost_rate=0.05, workers=2, tim
         return figures
     finally:
         stop.set()
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        _stop_workers(processes)
         panel.stop()
         db.close()
+
+
+def _stop_workers(processes):
+    """SIGTERM every worker still running, then wait for each (killing one that does not stop)."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def _fresh_pg_database(server_url, name=BENCH_DB):

@@ -309,6 +309,8 @@ CATALOG["en"].update(
         "your wallet, but your balance is {balance}: top up your wallet from the menu (Wallet) to keep your access.",
         "notice_gift_code": "Your gift card for {plan}: {code}\nWhoever activates it (menu → Gift or code) before "
         "{ends} UTC gets {plan}. This code is shown only this once: keep this message.",
+        "notice_goods_delivered": "Your {goodsName} (order {orderId}):\n{code}\nThis is shown only this once: keep "
+        "this message.",
     }
 )
 CATALOG["ru"].update(
@@ -357,6 +359,8 @@ CATALOG["ru"].update(
         "notice_expired": "Ваш доступ «{plan}» закончился {ends} UTC. Купите новый период в меню, чтобы вернуть его.",
         "notice_gift_code": "Ваша подарочная карта «{plan}»: {code}\nТот, кто активирует её (меню → «Подарок или "
         "код») до {ends} UTC, получит «{plan}». Код показан только сейчас: сохраните это сообщение.",
+        "notice_goods_delivered": "Ваш товар «{goodsName}» (заказ {orderId}):\n{code}\nПоказан только сейчас: "
+        "сохраните это сообщение.",
     }
 )
 
@@ -371,6 +375,8 @@ TOPIC_OF_KIND = {
     "refund_failed": "payments",
     "refund_unmatched": "payments",
     "gift_code_undelivered": "payments",
+    "goods_delivery_review": "payments",
+    "goods_provider_balance": "payments",
     "fulfillment_failure": "fulfillment",
     "undeclared_work": "operations",
     "anomaly": "operations",
@@ -402,6 +408,14 @@ NOTICE_TEXTS = {
     "gift_code_undelivered": (
         "Gift card {giftCardId} bought by order {orderId} was issued, but its code could not be kept for the buyer"
         " (APP_DATA_ENCRYPTION_KEY is not set). Revoke the card and issue the buyer another."
+    ),
+    "goods_delivery_review": (
+        "Goods delivery {deliveryId} of order {orderId} needs review ({failureClass}: {errorCode}): the provider"
+        " may or may not have sold it. Check at the provider, then resolve it in Shop → Goods deliveries."
+    ),
+    "goods_provider_balance": (
+        "The goods provider refused order {orderId} for its balance (delivery {deliveryId}): top the balance up;"
+        " the delivery is retried with backoff."
     ),
     "fulfillment_failure": (
         "Fulfillment {operation} for entitlement {entitlementId} is {status}: {errorCode}. See System → Jobs."

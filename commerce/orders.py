@@ -79,10 +79,10 @@ def create_order(
         checked_currency(currency)
     except CatalogueError as error:
         raise OrderRejected(error.code, str(error)) from None
-    customer = _customer(customer_id)
+    customer = orderable_customer(customer_id)
     if kind not in ORDERABLE_KINDS:
         raise OrderRejected(INVALID_ORDER_KIND, f"an order is one of {', '.join(ORDERABLE_KINDS)}")
-    _check_provider(provider, currency)
+    check_provider(provider, currency)
     subscription = _subscription(customer, kind, subscription_id)
     try:
         plan, addon, price = _priced(customer, kind, currency, plan_id, addon_id, amount_minor)
@@ -128,7 +128,7 @@ def discounted(price, offer):
     return max(price - offer.discount_minor, 0)
 
 
-def _customer(customer_id):
+def orderable_customer(customer_id):
     customer = Customer.get_or_none(Customer.id == customer_id)
     if customer is None:
         raise OrderRejected(CUSTOMER_NOT_FOUND, "no such customer")
@@ -137,7 +137,7 @@ def _customer(customer_id):
     return customer
 
 
-def _check_provider(provider, currency):
+def check_provider(provider, currency):
     if provider is None:
         return
     if provider not in PAYMENT_PROVIDERS:

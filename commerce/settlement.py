@@ -31,6 +31,8 @@ What is written besides depends on the order's kind:
   a new one would supersede the plan;
 - a top-up: the wallet credit and `wallet.credited`; nothing to fulfil, so the
   order is `fulfilled` at once;
+- goods: their `goods_deliveries` row and `goods_delivery` job (goods/delivery.py),
+  which hands the order to its provider; the order stays `paid` until delivered;
 - a gift bought (a `gift` order settled by a payment, not by `gift`): a gift
   card and its code for the buyer to pass on (commerce/gift_purchase.py),
   `fulfilled` at once, no entitlement for the buyer.
@@ -62,6 +64,7 @@ from commerce.catalogue import CatalogueError, unused_value
 from fulfillment.desired_state import DesiredState
 from fulfillment.enqueue import enqueue_operation, find_operation
 from fulfillment.rules import NOTICE_ORDER_PAID
+from goods.delivery import open_delivery
 from models.base import db, utcnow
 from models.catalogue import TrialActivation
 from models.commerce import PAYMENT_PROVIDERS, RESETS_TRAFFIC, Order, Plan, Subscription, new_uuid
@@ -161,6 +164,9 @@ def settle_locked(order, settled_by, provider=None):
             settlement, subscription = Settlement(order.id, None, None, already_settled=False), None
         elif order.operation == "addon":
             settlement, subscription = _apply_addon(order), order.subscription_id
+        elif order.operation == "goods":  # its delivery and the job that makes it (goods/delivery.py)
+            open_delivery(order, now)
+            settlement, subscription = Settlement(order.id, None, None, already_settled=False), None
         else:
             settlement, subscription = _open_period(order, now)
         fulfilled = order.operation == "topup" or bought_gift

@@ -10,7 +10,11 @@ shows revenue per currency and the worker provisions them on the fake
 panel), one who topped up their wallet and bought from it; and one
 operation whose desired state is corrupt, so System → Operations has a
 failed operation to look at and retry; the first customer has an open
-support ticket to answer from Support. The wallet customer also holds a
+support ticket to answer from Support. A voucher (digital goods) is on sale
+from the fake goods provider (APP_FAKE_GOODS_PORT), and the CryptoBot
+customer has paid one: the stack's worker delivers it and the bot sends its
+code (only with APP_DATA_ENCRYPTION_KEY, which dev.sh sets: the provider's
+token is sealed with it). The wallet customer also holds a
 daily plan that renews itself from the wallet: its period ends within the
 renewal pass's day, so the stack's first passes renew it. The customer of
 the sample YooKassa payment (devtools/sample_payment.py) has no order yet.
@@ -30,6 +34,7 @@ from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import FulfillmentOperation
 from models.operators import Operator
 from models.payments import PaymentIntent
+from ops import sealing
 from ops.operators import PERMISSIONS, create_operator
 from ops.support import customer_writes
 
@@ -49,6 +54,8 @@ PAID_AT_A_PROVIDER = (
 WALLET_CUSTOMER = ("Dana Ivanova", "dana_iv")
 TOPUP_MINOR = 100000  # 1 000.00 RUB
 FIRST_TELEGRAM_ID = 100000001
+GOODS_PRICES = {"RUB": 50000, "USD": 599}
+DEFAULT_GOODS_PORT = 3040
 SUPPORT_QUESTION = "Hello! Which app should I use on an iPhone?"  # the first customer's open ticket (Support)
 
 
@@ -74,6 +81,8 @@ def seed(password=DEV_PASSWORD):
     for name, username, currency, provider in PAID_AT_A_PROVIDER:
         buyer = _customer(name, username, next(telegram_ids))
         _paid_at_a_provider(create_order(buyer.id, "purchase", currency, plan_id=plan.id, provider=provider))
+    if sealing.available():
+        _sell_a_voucher(Customer.get(Customer.telegram_username == PAID_AT_A_PROVIDER[1][1]))
     with db.atomic():
         customer_writes(
             Customer.get(Customer.telegram_username == PAID_AT_A_PROVIDER[0][1]).id,
@@ -93,6 +102,20 @@ def seed(password=DEV_PASSWORD):
         FulfillmentOperation.id == settlement.operation_id
     ).execute()
     return True
+
+
+def _sell_a_voucher(buyer):
+    """The fake goods provider, a voucher it sells, and one paid in USD by `buyer` (so the RUB figures
+    stay those of the plans)."""
+    import os
+
+    from fakes.goods import DEV_TOKEN
+    from goods.catalogue import add_goods, add_provider, create_goods_order
+
+    port = os.environ.get("APP_FAKE_GOODS_PORT") or DEFAULT_GOODS_PORT
+    provider = add_provider("dev-goods", f"http://127.0.0.1:{port}", DEV_TOKEN)
+    voucher = add_goods("dev-voucher", "Gift voucher", provider, "voucher-500", GOODS_PRICES)
+    _paid_at_a_provider(create_goods_order(buyer.id, voucher.id, "USD", provider="cryptobot"))
 
 
 def _customer(name, username, telegram_id):

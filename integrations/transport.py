@@ -209,8 +209,15 @@ class _Body:
             self._adapter._discard(self._connection)
 
 
+class ConnectFailed(requests.ConnectionError):
+    """No connection could be opened: the request was never sent (a caller that must know whether a
+    request may have reached the service, as a goods purchase must, tells this apart)."""
+
+
 def _raise_translated(error, request, connecting=False):
     """Raise a transport error as the requests exception requests' own adapter would raise."""
+    if connecting and isinstance(error, OSError) and not isinstance(error, (socket.timeout, TimeoutError)):
+        raise ConnectFailed(error, request=request) from error
     if isinstance(error, (socket.timeout, TimeoutError)):
         kind = requests.ConnectTimeout if connecting else requests.ReadTimeout
         raise kind(error, request=request) from error

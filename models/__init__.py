@@ -7,6 +7,7 @@ from models.campaigns import CAMPAIGN_MODELS
 from models.catalogue import CATALOGUE_MODELS
 from models.commerce import Customer, Order, Plan, Subscription
 from models.fulfillment import Entitlement, EntitlementDrift, FulfillmentHistory, FulfillmentOperation
+from models.goods import GOODS_MODELS
 from models.jobs import QUEUE_MODELS
 from models.ledger import LEDGER_MODELS
 from models.operators import LoginFailure, Operator, OperatorSession
@@ -54,6 +55,7 @@ ALL_MODELS = QUEUE_MODELS + [
     *CAMPAIGN_MODELS,
     *BLOCKLIST_MODELS,
     *TELEMETRY_MODELS,
+    *GOODS_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

@@ -34,9 +34,11 @@ ORDER_OPERATIONS = (
     "gift",
     "code",
     "trial",
+    "goods",
 )
-# Orders that buy no plan: a top-up fills the wallet, an add-on changes the current entitlement.
-PLANLESS_OPERATIONS = ("topup", "addon")
+# Orders that buy no plan: a top-up fills the wallet, an add-on changes the current entitlement,
+# goods are delivered by their provider (goods/).
+PLANLESS_OPERATIONS = ("topup", "addon", "goods")
 PAYMENT_PROVIDERS = ("yookassa", "cryptobot", "stars")
 # Order operations whose desired state resets the traffic counter once applied (SPEC 2.6).
 RESETS_TRAFFIC = ("extension", "renewal", "upgrade")
@@ -108,6 +110,7 @@ class Order(BaseModel):
     plan = ForeignKeyField(Plan, null=True, column_name="plan_id")  # None only for PLANLESS_OPERATIONS
     addon = DeferredForeignKey("Addon", null=True, column_name="addon_id")
     personal_offer = DeferredForeignKey("PersonalOffer", null=True, column_name="personal_offer_id")
+    goods = DeferredForeignKey("Goods", null=True, column_name="goods_id")
     operation = TextField(default="purchase")
     status = TextField(default="pending")
     amount_minor = BigIntegerField()

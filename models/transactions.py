@@ -128,15 +128,17 @@ def _is_retryable(error):
     return isinstance(error, OperationalError) and "database is locked" in str(error)
 
 
-def retry_serializable(fn, retries=SERIALIZATION_RETRIES, gate=None):
+def retry_serializable(fn, retries=SERIALIZATION_RETRIES, gate=None, transaction=serializable):
     """fn() in a serializable transaction, run again while the database refuses to serialize it.
 
     `gate` (a semaphore) is held from before BEGIN to after COMMIT of each
     attempt, not across the backoff, so it bounds how many such transactions
-    run at once."""
+    run at once. `transaction=db.atomic` runs it at the default isolation (a
+    caller whose row locks are its whole guarantee), retried the same way on a
+    deadlock or a busy SQLite file."""
     for attempt in range(retries + 1):
         try:
-            with gate or contextlib.nullcontext(), serializable():
+            with gate or contextlib.nullcontext(), transaction():
                 return fn()
         except Exception as error:
             if not _is_retryable(error) or attempt == retries:

@@ -3,7 +3,7 @@
 # dependencies, sample data (an operator, plans, paid orders, one operation
 # that fails), then the fake Remnawave panel, the web process, a worker, the
 # fake Telegram Bot API and the bot, the fake YooKassa and Crypto Pay, and a sample
-# YooKassa payment that the fake completes, together from Procfile.dev. Ctrl-C stops them all.
+# YooKassa payment that the fake completes, the fake goods provider, together from Procfile.dev. Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 # line, before it installs, seeds or starts anything. var/dev.pid names the
 # running stack (honcho, which this script becomes).
 for port in "${PORT:-8000}" "${APP_FAKE_PANEL_PORT:-3010}" "${APP_FAKE_TELEGRAM_PORT:-8081}" \
-  "${APP_FAKE_YOOKASSA_PORT:-3020}" "${APP_FAKE_CRYPTOBOT_PORT:-3030}"; do
+  "${APP_FAKE_YOOKASSA_PORT:-3020}" "${APP_FAKE_CRYPTOBOT_PORT:-3030}" "${APP_FAKE_GOODS_PORT:-3040}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; then
     running="$(cat var/dev.pid 2>/dev/null || true)"
     if [ -n "$running" ] && kill -0 "$running" 2>/dev/null; then
@@ -56,6 +56,8 @@ export APP_YOOKASSA_WEBHOOK_ADDRESSES="${APP_YOOKASSA_WEBHOOK_ADDRESSES:-*}"
 export APP_FAKE_CRYPTOBOT_PORT="${APP_FAKE_CRYPTOBOT_PORT:-3030}"
 export APP_CRYPTOBOT_TOKEN="${APP_CRYPTOBOT_TOKEN:-1234:AAomniflowFakeCryptoPayDevToken}"
 export APP_CRYPTOBOT_API_URL="${APP_CRYPTOBOT_API_URL:-http://127.0.0.1:${APP_FAKE_CRYPTOBOT_PORT}}"
+# The fake goods provider the sample voucher is bought from (dev-seed records it, its token sealed).
+export APP_FAKE_GOODS_PORT="${APP_FAKE_GOODS_PORT:-3040}"
 
 # The data key every process seals secrets with (a bought gift card's code on its way to the buyer,
 # outbox destinations' secrets): made once for this checkout, kept in var/ (development only).
@@ -75,6 +77,7 @@ python omniflow.py dev-seed
 echo "dev: fake Remnawave panel on ${APP_REMNAWAVE_URL}; admin API token ${APP_OPERATOR_TOKEN}"
 echo "dev: the users on the fake panel: curl -H 'Authorization: Bearer ${APP_REMNAWAVE_TOKEN}' ${APP_REMNAWAVE_URL}/_fake/users"
 echo "dev: fake YooKassa on ${APP_YOOKASSA_API_URL}, fake Crypto Pay on ${APP_CRYPTOBOT_API_URL}; a sample YooKassa payment settles through the webhook within seconds"
+echo "dev: fake goods provider on http://127.0.0.1:${APP_FAKE_GOODS_PORT}; what it sold: /_fake/orders (its development token)"
 echo "dev: talk to the bot as a customer on http://127.0.0.1:${APP_FAKE_TELEGRAM_PORT}/chat (fake Telegram; send /start)"
 mkdir -p var && echo $$ > var/dev.pid
 exec honcho -f Procfile.dev start "$@"

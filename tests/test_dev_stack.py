@@ -124,6 +124,7 @@ def dev_stack(tmp_path_factory):
         APP_FAKE_TELEGRAM_PORT=str(telegram_port),
         APP_FAKE_YOOKASSA_PORT=str(free_port()),
         APP_FAKE_CRYPTOBOT_PORT=str(free_port()),
+        APP_FAKE_GOODS_PORT=str(free_port()),
     )
     process = subprocess.Popen(
         ["bash", "scripts/dev.sh"],
@@ -222,6 +223,8 @@ def test_the_sample_data_fills_the_back_office_with_revenue_per_currency_and_a_w
     assert home.status_code == 200 and "RUB" in home.text
     support = requests.get(dev_stack.base + "/panel/support", headers=cookie, timeout=5)
     assert support.status_code == 200 and support.text.count("<tr data-ticket=") == 1  # the first customer's question
+    # The sample voucher, bought from the fake goods provider and delivered by the worker.
+    wait_for(lambda: fulfilled(dev_stack.database, "goods"), timeout=60, message="the sample voucher delivered")
 
 
 def test_starting_the_dev_stack_twice_says_so_in_one_line_and_starts_nothing(dev_stack):

@@ -122,6 +122,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0036_blocklists",
         "0037_telemetry",
         "0038_anomaly_rules_shop_ratings",
+        "0039_digital_goods",
         "0040_campaign_audiences",
     ]
     assert migrations.pending(database) == everything

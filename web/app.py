@@ -20,6 +20,7 @@ from web import (
     backoffice,
     backoffice_anomalies,
     backoffice_codes,
+    backoffice_goods,
     backoffice_messages,
     backoffice_pages,
     campaigns,
@@ -58,6 +59,7 @@ def create_app(settings):
     app.merge(backoffice.build())
     app.merge(backoffice_codes.build())
     app.merge(backoffice_anomalies.build())
+    app.merge(backoffice_goods.build())
     app.merge(campaigns.build())
     app.merge(support.build())
     app.merge(metrics.build(settings.metrics_token))

@@ -683,6 +683,7 @@ def document():
     paths.update(_commerce_paths())
     paths.update(_campaign_paths())
     paths.update(_support_paths())
+    paths.update(_goods_paths())
     paths.update(_operator_paths())
     paths.update(_anomaly_paths())
     paths.update(_offer_paths())
@@ -1279,6 +1280,64 @@ def _campaign_change(name, summary):
                 "409": _error(f"the campaign's status does not allow {name} (`campaign_state_conflict`)"),
             },
         }
+    }
+
+
+GOODS_DELIVERY = _object(
+    {
+        "id": INTEGER,
+        "orderId": INTEGER,
+        "customerId": STRING,
+        "goodsId": INTEGER,
+        "goods": NULLABLE_STRING,
+        "status": {"type": "string", "enum": ["pending", "submitting", "retrying", "delivered", "needs_review",
+                                               "refunded", "cancelled"]},
+        "attempts": INTEGER,
+        "failureClass": NULLABLE_STRING,
+        "errorCode": NULLABLE_STRING,
+        "resolvedBy": NULLABLE_STRING,
+        "createdAt": TIME,
+        "updatedAt": TIME,
+    }
+)  # fmt: skip
+
+
+def _goods_paths():
+    return {
+        "/v1/panel/goods/deliveries": _get(
+            "Goods deliveries that need review, oldest first (payments.read)",
+            _object({"deliveries": _array(GOODS_DELIVERY)}),
+        ),
+        "/v1/panel/goods/deliveries/{deliveryID}/resolve": {
+            "post": {
+                "summary": "Resolve a goods delivery in review (payments.write, audited"
+                " `panel.goods_delivery.delivered` / `.refunded`)",
+                "description": (
+                    "`delivered`: the provider did sell it; the order is fulfilled. `refund`: the order is refunded"
+                    " to the customer's wallet (ledger reversal, the customer told). Neither asks the provider:"
+                    " a delivery in review is never submitted again (SPEC 3.1)."
+                ),
+                "security": SESSION,
+                "parameters": [_id_parameter("deliveryID"), REASON],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _object({"outcome": {"type": "string", "enum": ["delivered", "refund"]}})
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _ok(_object({"delivery": GOODS_DELIVERY})),
+                    "400": _error("`invalid_delivery_id`, `invalid_outcome`, `reason_required`, `invalid_body`"),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error("no such delivery (`delivery_not_found`)"),
+                    "409": _error("not in review (`delivery_not_in_review`), or its order cannot be refunded"
+                                  " (`refund_refused`)"),
+                },
+            }
+        },
     }
 
 

@@ -125,6 +125,12 @@ class OmniflowHuey(Huey):
 
         return decorator
 
+    def insert_only(self, kind, **rules):
+        """Declare a kind this process inserts but does not run (yet): its rules (queue, attempts,
+        uniqueness, backoff) for inserts, no task, so its claims take none of its rows. A module that
+        runs it later declares it again with `job(kind, …)` and the same rules (SPEC 1.11, 3.3)."""
+        self.kinds.register(KindSpec(kind, **rules))
+
     def periodic_task(self, validate_datetime, name=None, timeout=INTERVAL, **kwargs):
         """Huey's periodic_task with `every(...)` or Huey's `crontab(...)`, enqueued by the leader.
 

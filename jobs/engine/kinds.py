@@ -94,7 +94,9 @@ class KindRegistry:
         self._kinds = {}
 
     def register(self, spec):
-        if spec.kind in self._kinds:
+        """Declare a kind; a kind known for inserting only (no task) may be declared once more with its task."""
+        known = self._kinds.get(spec.kind)
+        if known is not None and not (known.task_class is None and spec.task_class is not None):
             raise ValueError(f"job kind {spec.kind!r} is declared twice")
         self._kinds[spec.kind] = spec
         return spec

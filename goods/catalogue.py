@@ -1,0 +1,92 @@
+"""Goods in the catalogue (SPEC 13.1, 15.4): a product with a price per currency, sold by a goods
+provider under its SKU; and the pending order that buys one.
+
+A provider's API token is sealed with APP_DATA_ENCRYPTION_KEY (SPEC 12.3), so
+a provider can only be added where the key is set.
+"""
+
+from commerce.catalogue import CatalogueError, checked_currency
+from commerce.orders import ORDER_PAYMENT_WINDOW, OrderRejected, check_provider, orderable_customer
+from models.base import db, utcnow
+from models.commerce import Order
+from models.goods import Goods, GoodsPrice, GoodsProvider
+from ops import sealing
+
+GOODS_NOT_FOUND = "goods_not_found"
+GOODS_INACTIVE = "goods_inactive"
+GOODS_NOT_PRICED = "goods_not_priced"
+INVALID_PRICE = "invalid_price"
+NO_DATA_KEY = "data_key_missing"
+
+
+def add_provider(name, base_url, api_token):
+    """A goods provider; its token is sealed at rest."""
+    if not sealing.available():
+        raise CatalogueError(NO_DATA_KEY, "APP_DATA_ENCRYPTION_KEY is not set: a provider's token cannot be sealed")
+    return GoodsProvider.create(name=name, base_url=base_url, api_token=api_token, created_at=utcnow())
+
+
+def add_goods(code, name, provider, sku, prices):
+    """A product on sale at `prices` ({currency: amount_minor})."""
+    with db.atomic():
+        goods = Goods.create(code=code, name=name, provider=provider, provider_sku=sku, created_at=utcnow())
+        for currency, amount in prices.items():
+            set_goods_price(goods, currency, amount)
+    return goods
+
+
+def set_goods_price(goods, currency, amount_minor):
+    if isinstance(amount_minor, bool) or not isinstance(amount_minor, int) or amount_minor < 0:
+        raise CatalogueError(INVALID_PRICE, "a price is a whole, non-negative number of minor units")
+    checked_currency(currency)
+    with db.atomic():
+        updated = GoodsPrice.update(amount_minor=amount_minor).where(
+            GoodsPrice.goods == goods, GoodsPrice.currency == currency
+        )
+        if not updated.execute():
+            GoodsPrice.create(goods=goods, currency=currency, amount_minor=amount_minor)
+
+
+def goods_price(goods, currency):
+    row = GoodsPrice.get_or_none(GoodsPrice.goods == goods, GoodsPrice.currency == checked_currency(currency))
+    if row is None:
+        raise CatalogueError(GOODS_NOT_PRICED, f"goods {getattr(goods, 'id', goods)} have no price in {currency}")
+    return row.amount_minor
+
+
+def active_goods(currency):
+    query = Goods.select().join(GoodsPrice).where(Goods.active, GoodsPrice.currency == checked_currency(currency))
+    return list(query.order_by(GoodsPrice.amount_minor, Goods.id))
+
+
+def purchasable_goods(goods_id):
+    goods = Goods.get_or_none(Goods.id == goods_id)
+    if goods is None:
+        raise CatalogueError(GOODS_NOT_FOUND, f"goods {goods_id} do not exist")
+    if not goods.active:
+        raise CatalogueError(GOODS_INACTIVE, f"goods {goods_id} are not on sale")
+    return goods
+
+
+def create_goods_order(customer_id, goods_id, currency, provider=None):
+    """A pending `goods` order priced from the catalogue; OrderRejected says why not (nothing written)."""
+    try:
+        checked_currency(currency)
+        customer = orderable_customer(customer_id)
+        check_provider(provider, currency)
+        goods = purchasable_goods(goods_id)
+        price = goods_price(goods, currency)
+    except CatalogueError as error:
+        raise OrderRejected(error.code, str(error)) from None
+    now = utcnow()
+    return Order.create(
+        customer=customer.id,
+        goods=goods.id,
+        operation="goods",
+        status="pending",
+        amount_minor=price,
+        currency=currency,
+        provider=provider,
+        created_at=now,
+        expires_at=now + ORDER_PAYMENT_WINDOW,
+    )
