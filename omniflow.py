@@ -64,6 +64,7 @@ JOB_KIND_MODULES = (
 CONDITIONAL_PASSES = (
     ("outbox_publish", "jobs.passes.outbox_publish"),
     ("backup", "jobs.passes.backup"),
+    ("bulk_actions", "jobs.passes.bulk_actions"),
 )
 
 

@@ -2,6 +2,7 @@
 
 from models.base import BaseModel, db, utcnow
 from models.bot import BOT_MODELS
+from models.bulk import BULK_MODELS
 from models.campaigns import CAMPAIGN_MODELS
 from models.catalogue import CATALOGUE_MODELS
 from models.commerce import Customer, Order, Plan, Subscription
@@ -46,6 +47,7 @@ ALL_MODELS = QUEUE_MODELS + [
     *SUPPORT_MODELS,
     *BOT_MODELS,
     *CAMPAIGN_MODELS,
+    *BULK_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

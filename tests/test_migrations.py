@@ -119,6 +119,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0033_operators_write",
         "0034_finished_outbox_events",
         "0035_jobs_autovacuum",
+        "0041_bulk_actions",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

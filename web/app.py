@@ -21,6 +21,7 @@ from web import (
     backoffice_codes,
     backoffice_messages,
     backoffice_pages,
+    bulk,
     campaigns,
     checkout,
     guards,
@@ -56,6 +57,7 @@ def create_app(settings):
     app.merge(backoffice.build())
     app.merge(backoffice_codes.build())
     app.merge(campaigns.build())
+    app.merge(bulk.build())
     app.merge(support.build())
     app.merge(metrics.build(settings.metrics_token))
     app.merge(openapi.build())
