@@ -18,6 +18,7 @@ from commerce import providers
 from web import (
     admin,
     backoffice,
+    backoffice_bulk,
     backoffice_codes,
     backoffice_messages,
     backoffice_pages,
@@ -63,6 +64,7 @@ def create_app(settings):
     app.merge(openapi.build())
     app.merge(pages.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice_pages.build())
+    app.merge(backoffice_bulk.build())
     app.merge(backoffice_messages.build(settings.support_attachment_dir))
     app.merge(operator_accounts.build())
     return app
