@@ -35,6 +35,16 @@ SUBSCRIBERS = 100
 WORKER_OPTIONS = ("--app-kinds", "--fast-takeover", "--fast-rescue", "--slow-bulk")
 
 
+def mid_run(bulk_id):
+    """(items applied, the pass's running job) once half the items are applied and a run is under way
+    with part of its batch done; else None."""
+    count = applied(bulk_id)
+    if count < SUBSCRIBERS // 2 or count % bulk.BATCH == 0:
+        return None
+    running = Job.get_or_none(Job.kind == "periodic_task", Job.state == "running", Job.args.contains(NAME))
+    return (count, running) if running else None
+
+
 def applied(bulk_id):
     return (
         BulkActionItem.select().where(BulkActionItem.bulk_action == bulk_id, BulkActionItem.status == "applied").count()
@@ -55,13 +65,9 @@ def test_a_bulk_extend_whose_worker_is_killed_mid_run_extends_every_subscription
     started = time.monotonic()
     pair = [workers.start(*WORKER_OPTIONS, env=env) for _ in range(2)]
     # Halfway, and inside a run: some of the run's 50 items applied, the rest not yet.
-    at_kill = wait_for(
-        lambda: (count := applied(action.id)) >= SUBSCRIBERS // 2 and count % bulk.BATCH and count,
-        timeout=90,
-        interval=0.01,
-        message="half the items applied, in the middle of a run",
+    at_kill, running = wait_for(
+        lambda: mid_run(action.id), timeout=90, interval=0.01, message="half the items applied, in a run"
     )
-    [running] = Job.select().where(Job.kind == "periodic_task", Job.state == "running", Job.args.contains(NAME))
     victim = next(process for process in pair if process.pid == int(running.attempted_by.split(":")[1]))
     victim.send_signal(signal.SIGKILL)
     victim.wait(10)
