@@ -88,7 +88,8 @@ def _check_plan(plan_id, required):
         if required:
             raise BulkRejected(PLAN_REQUIRED, "this bulk action needs planId")
         return None
-    if not _whole(plan_id) or plan_id <= 0 or Plan.get_or_none(Plan.id == plan_id) is None:
+    # Past BIGINT no plan can exist, and PostgreSQL would refuse the comparison.
+    if not _whole(plan_id) or not 0 < plan_id < 2**63 or Plan.get_or_none(Plan.id == plan_id) is None:
         raise BulkRejected(INVALID_PLAN, "planId names no plan")
     return plan_id
 

@@ -197,6 +197,7 @@ BAD_REQUESTS = [
     ("extend", {"days": True}, "invalid_days"),
     ("extend", {"days": 400}, "invalid_days"),
     ("extend", {"days": 3, "plan_id": 999}, "invalid_plan"),
+    ("extend", {"days": 3, "plan_id": 2**63}, "invalid_plan"),
     ("extend", {"days": 3, "subscription_ids": ["a"]}, "invalid_subscriptions"),
     ("set_squads", {"squad_ids": [NEW_SQUAD]}, "plan_required"),
     ("set_squads", {"plan_id": 1, "squad_ids": ["not-a-uuid"]}, "invalid_squads"),
