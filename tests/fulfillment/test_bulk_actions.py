@@ -151,7 +151,7 @@ def test_pause_stops_the_pass_resume_goes_on_and_cancel_leaves_the_pending_items
         assert ended.value.code == "bulk_action_state"
 
 
-def test_pause_and_resume_of_a_list_and_set_squads_go_through_the_single_changes_and_skip_what_no_longer_fits(
+def test_pause_and_resume_of_a_list_go_through_the_single_changes_skip_what_no_longer_fits_and_plans_leave_paused_out(
     panel, plan
 ):
     chosen = subscribers.provisioned(panel, plan, 3)
