@@ -69,6 +69,7 @@ CONDITIONAL_PASSES = (
     ("backup", "jobs.passes.backup"),
     ("anomaly_evaluation", "jobs.passes.anomaly_evaluation"),
     ("goods_delivery_schedule", "goods.schedule"),
+    ("bulk_actions", "jobs.passes.bulk_actions"),
 )
 
 

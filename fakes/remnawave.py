@@ -373,6 +373,12 @@ class FakeRemnawave(KeepsState, ServedFake):
         timeline = [{key: entry[key] for key in ("route", "arrived", "done")} for entry in entries]
         return sorted(timeline, key=lambda entry: entry["arrived"])
 
+    def expiry_moves(self, username):
+        """Each update that moved this user's expireAt, as (before, after), in order: an update that sends
+        the expiry the user already has moves nothing, so a repeated extend is one move, a doubled one two."""
+        with self._lock:
+            return list(self._expiry_moves.get(username, ()))
+
     def effective_device_limit(self, username):
         """The device limit the panel enforces for this user, as its subscription service
         does (`checkHwidDeviceLimit`): 0 is no limit (None here), null or absent is the
@@ -521,6 +527,7 @@ class FakeRemnawave(KeepsState, ServedFake):
         self._max_in_flight = 0
         self._timeline = collections.deque(maxlen=TIMELINE_ENTRIES)
         self._concurrent_creates = {}
+        self._expiry_moves = {}
 
     def _snapshot(self):
         return {"users": list(self._users.values()), "next_id": self._next_id}
@@ -959,6 +966,8 @@ class FakeRemnawave(KeepsState, ServedFake):
         if record is None:
             raise _Reply(404, self._error_body(path, PANEL_USER_NOT_FOUND))
         if expire_at is not None:
+            if expire_at != record["expireAt"]:
+                self._expiry_moves.setdefault(record["username"], []).append((record["expireAt"], expire_at))
             record["expireAt"] = expire_at
         if "trafficLimitBytes" in body:
             record["trafficLimitBytes"] = int(body["trafficLimitBytes"])

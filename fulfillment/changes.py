@@ -74,26 +74,49 @@ def request_change(
         raise ChangeRejected("unsupported_operation", f"unknown operation {operation!r}", 422)
     with db.atomic():
         entitlement = _owned_entitlement(customer_id, subscription_id)
-        desired = _desired_for(entitlement, operation, ends_at, traffic_bytes, device_limit, squad_ids)
-        enqueued = enqueue_operation(
+        operation_row = change_entitlement(
             entitlement,
             operation,
-            desired,
             _key(entitlement, operation, request_id),
-            correlation_id=f"panel:{request_id}",
+            f"panel:{request_id}",
+            actor,
+            reason,
+            ends_at=ends_at,
+            traffic_bytes=traffic_bytes,
+            device_limit=device_limit,
+            squad_ids=squad_ids,
         )
-        if enqueued.created:
-            record_audit(
-                "subscriptions",
-                f"panel.subscription.{operation}",
-                actor,
-                reason=reason,
-                subject_type="subscription",
-                subject_id=entitlement.subscription_id,
-                details={"operationId": enqueued.operation.id, "entitlementId": entitlement.id},
-            )
-        operation_row = enqueued.operation
         return {"operationId": operation_row.id, "operation": operation_row.operation, "status": operation_row.status}
+
+
+def change_entitlement(
+    entitlement,
+    operation,
+    key,
+    correlation_id,
+    actor,
+    reason,
+    ends_at=None,
+    traffic_bytes=UNSET,
+    device_limit=UNSET,
+    squad_ids=None,
+    details=None,
+):
+    """Queue one change of `entitlement` under `key` and audit it, in the caller's transaction;
+    returns the operation (the first one again when the key was used with the same parameters)."""
+    desired = _desired_for(entitlement, operation, ends_at, traffic_bytes, device_limit, squad_ids)
+    enqueued = enqueue_operation(entitlement, operation, desired, key, correlation_id=correlation_id)
+    if enqueued.created:
+        record_audit(
+            "subscriptions",
+            f"panel.subscription.{operation}",
+            actor,
+            reason=reason,
+            subject_type="subscription",
+            subject_id=entitlement.subscription_id,
+            details={"operationId": enqueued.operation.id, "entitlementId": entitlement.id, **(details or {})},
+        )
+    return enqueued.operation
 
 
 def _key(entitlement, operation, request_id):
@@ -129,17 +152,21 @@ def pause(customer_id, subscription_id, request_id, actor, reason):
     _require_reason(reason)
     with db.atomic():
         entitlement = _owned_entitlement(customer_id, subscription_id)
-        desired = DesiredState.from_entitlement(entitlement)
-        first = replayed(_key(entitlement, "disable", request_id), entitlement, "disable", desired)
-        if first is not None:
-            return first
-        if entitlement.paused_at is not None:
-            raise ChangeRejected("already_paused", "this subscription is already paused", 409)
-        now = utcnow().replace(microsecond=0)
-        Entitlement.update(paused_at=now, status="paused", updated_at=now).where(
-            Entitlement.id == entitlement.id
-        ).execute()
-        return _queue_pause_change(entitlement, "disable", desired, "paused", request_id, actor, reason)
+        key = _key(entitlement, "disable", request_id)
+        return pause_entitlement(entitlement, key, f"panel:{request_id}", actor, reason)
+
+
+def pause_entitlement(entitlement, key, correlation_id, actor, reason, details=None):
+    """Pause in the caller's transaction: the clock stopped and the `disable` queued under `key`, audited."""
+    desired = DesiredState.from_entitlement(entitlement)
+    first = replayed(key, entitlement, "disable", desired)
+    if first is not None:
+        return first
+    if entitlement.paused_at is not None:
+        raise ChangeRejected("already_paused", "this subscription is already paused", 409)
+    now = utcnow().replace(microsecond=0)
+    Entitlement.update(paused_at=now, status="paused", updated_at=now).where(Entitlement.id == entitlement.id).execute()
+    return _queue_pause_change(entitlement, "disable", desired, "paused", key, correlation_id, actor, reason, details)
 
 
 def resume(customer_id, subscription_id, request_id, actor, reason):
@@ -149,13 +176,19 @@ def resume(customer_id, subscription_id, request_id, actor, reason):
     _require_reason(reason)
     with db.atomic():
         entitlement = _owned_entitlement(customer_id, subscription_id)
-        desired = DesiredState.from_entitlement(entitlement, resume=True)
-        first = replayed(_key(entitlement, "enable", request_id), entitlement, "enable", desired)
-        if first is not None:
-            return first
-        if entitlement.paused_at is None:
-            raise ChangeRejected("not_paused", "this subscription is not paused", 409)
-        return _queue_pause_change(entitlement, "enable", desired, "resumed", request_id, actor, reason)
+        key = _key(entitlement, "enable", request_id)
+        return resume_entitlement(entitlement, key, f"panel:{request_id}", actor, reason)
+
+
+def resume_entitlement(entitlement, key, correlation_id, actor, reason, details=None):
+    """Resume in the caller's transaction: the `enable` queued under `key`, audited."""
+    desired = DesiredState.from_entitlement(entitlement, resume=True)
+    first = replayed(key, entitlement, "enable", desired)
+    if first is not None:
+        return first
+    if entitlement.paused_at is None:
+        raise ChangeRejected("not_paused", "this subscription is not paused", 409)
+    return _queue_pause_change(entitlement, "enable", desired, "resumed", key, correlation_id, actor, reason, details)
 
 
 def reprovision(customer_id, subscription_id, request_id, actor, reason):
@@ -193,17 +226,13 @@ def reprovision(customer_id, subscription_id, request_id, actor, reason):
         return enqueued.operation
 
 
-def _queue_pause_change(entitlement, operation, desired, audit_verb, request_id, actor, reason):
+def _queue_pause_change(entitlement, operation, desired, audit_verb, key, correlation_id, actor, reason, details):
     """Queue the panel operation and audit it, in the caller's transaction."""
-    enqueued = enqueue_operation(
-        entitlement,
-        operation,
-        desired,
-        _key(entitlement, operation, request_id),
-        correlation_id=f"panel:{request_id}",
-    )
+    enqueued = enqueue_operation(entitlement, operation, desired, key, correlation_id=correlation_id)
     subscription_id = entitlement.subscription_id
-    record_audit("subscriptions", f"panel.subscription.{audit_verb}", actor, reason, "subscription", subscription_id)
+    record_audit(
+        "subscriptions", f"panel.subscription.{audit_verb}", actor, reason, "subscription", subscription_id, details
+    )
     return enqueued.operation
 
 

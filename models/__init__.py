@@ -3,6 +3,7 @@
 from models.base import BaseModel, db, utcnow
 from models.blocklists import BLOCKLIST_MODELS
 from models.bot import BOT_MODELS
+from models.bulk import BULK_MODELS
 from models.campaigns import CAMPAIGN_MODELS
 from models.catalogue import CATALOGUE_MODELS
 from models.commerce import Customer, Order, Plan, Subscription
@@ -56,6 +57,7 @@ ALL_MODELS = QUEUE_MODELS + [
     *BLOCKLIST_MODELS,
     *TELEMETRY_MODELS,
     *GOODS_MODELS,
+    *BULK_MODELS,
 ]
 
 __all__ = ["ALL_MODELS", "BaseModel", "db", "utcnow"]

@@ -124,6 +124,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0038_anomaly_rules_shop_ratings",
         "0039_digital_goods",
         "0040_campaign_audiences",
+        "0041_bulk_actions",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

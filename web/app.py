@@ -19,10 +19,12 @@ from web import (
     admin,
     backoffice,
     backoffice_anomalies,
+    backoffice_bulk,
     backoffice_codes,
     backoffice_goods,
     backoffice_messages,
     backoffice_pages,
+    bulk,
     campaigns,
     checkout,
     guards,
@@ -61,11 +63,13 @@ def create_app(settings):
     app.merge(backoffice_anomalies.build())
     app.merge(backoffice_goods.build())
     app.merge(campaigns.build())
+    app.merge(bulk.build())
     app.merge(support.build())
     app.merge(metrics.build(settings.metrics_token))
     app.merge(openapi.build())
     app.merge(pages.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice_pages.build())
+    app.merge(backoffice_bulk.build())
     app.merge(backoffice_messages.build(settings.support_attachment_dir))
     app.merge(operator_accounts.build())
     app.merge(telemetry.build(settings.telemetry_collector))

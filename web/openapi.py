@@ -13,6 +13,8 @@ from commerce import webhooks as webhook_intake
 from commerce.orders import ORDERABLE_KINDS
 from commerce.phase import PHASES
 from commerce.providers import PAYMENT_METHODS
+from fulfillment import bulk as fulfillment_bulk
+from models.bulk import BULK_ACTIONS, BULK_STATUSES, ITEM_STATUSES
 from models.campaigns import AUDIENCES, CAMPAIGN_KINDS, CAMPAIGN_STATUSES, RECIPIENT_STATUSES
 from models.catalogue import GIFT_CARD_STATUSES
 from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
@@ -23,6 +25,7 @@ from ops import anomalies, telemetry
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
 from web import admin, backoffice, panel
+from web import bulk as web_bulk
 from web import checkout as web_checkout
 from web import support as web_support
 
@@ -682,6 +685,7 @@ def document():
     paths.update(_back_office_paths())
     paths.update(_commerce_paths())
     paths.update(_campaign_paths())
+    paths.update(_bulk_paths())
     paths.update(_support_paths())
     paths.update(_goods_paths())
     paths.update(_operator_paths())
@@ -1642,3 +1646,135 @@ def build():
         return body
 
     return app
+
+
+BULK_ACTION = _object(
+    {
+        "id": INTEGER,
+        "action": {"type": "string", "enum": list(BULK_ACTIONS)},
+        "status": {"type": "string", "enum": list(BULK_STATUSES)},
+        "planId": NULLABLE_INTEGER,
+        "days": NULLABLE_INTEGER,
+        "squadCount": NULLABLE_INTEGER,
+        "itemCount": INTEGER,
+        "createdBy": STRING,
+        "createdAt": TIME,
+        "confirmedBy": NULLABLE_STRING,
+        "confirmedAt": TIME,
+        "reason": NULLABLE_STRING,
+        "finishedAt": TIME,
+        "progress": _object(
+            {
+                "items": _object({status: INTEGER for status in ITEM_STATUSES}),
+                "operations": _object({status: INTEGER for status in OPERATION_STATUSES}),
+            }
+        ),
+    }
+)
+BULK_ITEM = _object(
+    {
+        "position": INTEGER,
+        "subscriptionId": STRING,
+        "customerId": STRING,
+        "status": {"type": "string", "enum": list(ITEM_STATUSES)},
+        "operationId": NULLABLE_INTEGER,
+        "operationStatus": {"type": ["string", "null"], "enum": [*OPERATION_STATUSES, None]},
+        "errorCode": NULLABLE_STRING,
+        "appliedAt": TIME,
+    }
+)
+BULK_REQUEST = _object(
+    {
+        "action": {
+            "type": "string",
+            "enum": list(BULK_ACTIONS),
+            "description": "extend and set_squads: the active subscriptions (of planId, or every one for extend);"
+            " pause and resume: the subscriptionIds",
+        },
+        "planId": {"type": "integer", "minimum": 1, "description": "extend: optional; set_squads: required"},
+        "days": {"type": "integer", "minimum": 1, "maximum": fulfillment_bulk.MAX_DAYS, "description": "extend"},
+        "squadIds": {
+            "type": "array",
+            "items": {"type": "string", "format": "uuid"},
+            "maxItems": fulfillment_bulk.MAX_SQUADS,
+            "description": "set_squads: the squads every subscriber gets",
+        },
+        "subscriptionIds": {
+            "type": "array",
+            "items": STRING,
+            "minItems": 1,
+            "maxItems": fulfillment_bulk.MAX_LISTED,
+            "description": "pause and resume",
+        },
+    },
+    ["action"],
+)
+
+
+def _bulk_paths():
+    one = [_id_parameter("bulkActionID")]
+    not_found = "no such bulk action (`bulk_action_not_found`)"
+    paths = {
+        "/v1/panel/bulk-actions": {
+            "post": {
+                "summary": "Preview a bulk change: its items are frozen and shown with their count; nothing changes"
+                " until it is confirmed (subscriptions.write, audited `panel.bulk.previewed`)",
+                "security": SESSION,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": BULK_REQUEST}}},
+                "responses": {
+                    "201": _ok(
+                        _object({"bulkAction": BULK_ACTION, "items": _array(BULK_ITEM)}),
+                        f"Previewed; the first {web_bulk.PREVIEW_ROWS} items",
+                    ),
+                    "400": _error(
+                        "`invalid_bulk_action`, `invalid_days`, `invalid_plan`, `plan_required`, `invalid_squads`,"
+                        " `invalid_subscriptions`, `unknown_subscriptions`, `invalid_body`, …"
+                    ),
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "422": _error("no subscription fits (`empty_selection`), or too many (`too_many_items`)"),
+                },
+            },
+            **_get(
+                "The newest bulk actions with their progress (subscriptions.read)",
+                _object({"bulkActions": _array(BULK_ACTION), "nextCursor": NULLABLE_STRING}),
+                PAGE,
+            ),
+        },
+        "/v1/panel/bulk-actions/{bulkActionID}": _get(
+            "A bulk action and its progress: items per status, and their operations per status (subscriptions.read)",
+            _object({"bulkAction": BULK_ACTION}),
+            one,
+            not_found,
+        ),
+        "/v1/panel/bulk-actions/{bulkActionID}/items": _get(
+            "A bulk action's frozen items in position order (subscriptions.read)",
+            _object({"bulkActionId": INTEGER, "items": _array(BULK_ITEM), "nextCursor": NULLABLE_STRING}),
+            one + PAGE,
+            not_found,
+        ),
+    }
+    summaries = {
+        "confirm": "Confirm a previewed bulk action: the bulk_actions pass applies its items, each change audited"
+        " with this reason",
+        "pause": "Pause a running bulk action: no further item is applied",
+        "resume": "Resume a paused bulk action",
+        "cancel": "Cancel a bulk action: its pending items are never applied",
+    }
+    for verb, summary in summaries.items():
+        paths[f"/v1/panel/bulk-actions/{{bulkActionID}}/{verb}"] = {
+            "post": {
+                "summary": f"{summary} (subscriptions.write, audited `panel.bulk.{fulfillment_bulk.AUDITED[verb]}`)",
+                "security": SESSION,
+                "parameters": [*one, REASON],
+                "responses": {
+                    "200": _ok(_object({"bulkAction": BULK_ACTION})),
+                    "400": BAD_REQUEST,
+                    "401": UNAUTHORIZED,
+                    "403": FORBIDDEN,
+                    "404": _error(not_found),
+                    "409": _error("the action's state does not allow it (`bulk_action_state`)"),
+                },
+            }
+        }
+    return paths

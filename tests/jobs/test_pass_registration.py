@@ -86,7 +86,7 @@ def test_a_backup_directory_without_a_key_leaves_backup_out_for_want_of_the_key(
 def test_with_a_directory_and_a_key_backup_is_registered_and_the_first_leader_runs_it(start_worker, tmp_path):
     directory = tmp_path / "backups"
     worker = start_worker(APP_BACKUP_DIR=str(directory), APP_DATA_ENCRYPTION_KEY=KEY)
-    assert {"backup", "retention", "anomaly_evaluation"} <= registered(worker)
+    assert {"backup", "retention", "anomaly_evaluation", "bulk_actions"} <= registered(worker)
     assert worker.lines("periodic pass left out") == []
     written = wait_for(
         lambda: directory.exists() and [name for name in os.listdir(directory) if name.endswith(".backup")],
@@ -122,6 +122,7 @@ def test_a_worker_with_nothing_configured_says_what_it_runs_against_and_what_it_
     assert "periodic pass backup (APP_BACKUP_DIR is not set)" in undeclared
     assert "periodic pass outbox_publish (APP_DATA_ENCRYPTION_KEY is not set)" in undeclared
     assert "periodic pass anomaly_evaluation (APP_DATA_ENCRYPTION_KEY is not set)" in undeclared
+    assert "periodic pass bulk_actions (APP_DATA_ENCRYPTION_KEY is not set)" in undeclared
     assert secret not in worker.log()
 
 

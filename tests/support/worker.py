@@ -1,7 +1,7 @@
 """A real worker process for tests.
 
     python -m tests.support.worker [--periodic] [--crontab] [--newer-kinds] [--app-kinds] [--fast-takeover]
-                                   [--fast-rescue] [--shutdown-timeout S]
+                                   [--fast-rescue] [--slow-bulk] [--shutdown-timeout S]
 
 It starts exactly as `huey_consumer omniflow.huey` and `python omniflow.py
 worker` do (`huey.create_consumer`: settings from the environment, the
@@ -14,7 +14,10 @@ a kind of "a newer release", tests/support/newer_kinds.py) and, with
 leader is replaced within seconds instead of 20, and, with --fast-rescue, a
 heartbeat every second, a worker dead after 5 s of silence and a rescue pass
 every second, so the job of a killed worker runs again within seconds instead
-of 40.
+of 40; with --slow-bulk, the bulk_actions pass every second instead of 15, each of
+its items a little slower and a fulfillment lease of seconds
+(tests/support/slow_bulk.py), so a test can kill a worker in the middle of a
+run and see the rest done within seconds.
 """
 
 import argparse
@@ -36,6 +39,7 @@ parser.add_argument("--newer-kinds", action="store_true")
 parser.add_argument("--app-kinds", action="store_true", help="also declare the application's kinds and passes")
 parser.add_argument("--fast-takeover", action="store_true")
 parser.add_argument("--fast-rescue", action="store_true")
+parser.add_argument("--slow-bulk", action="store_true")
 parser.add_argument("--shutdown-timeout", type=float, default=omniflow.SHUTDOWN_TIMEOUT_S)
 args = parser.parse_args()
 if args.periodic:
@@ -54,5 +58,9 @@ if args.fast_rescue:
     maintenance.HEARTBEAT_INTERVAL_S = FAST_HEARTBEAT_INTERVAL_S
     maintenance.WORKER_STALE_AFTER_S = FAST_WORKER_STALE_AFTER_S
     maintenance.RESCUE_INTERVAL_S = FAST_RESCUE_INTERVAL_S
+if args.slow_bulk:
+    from tests.support import slow_bulk
+
+    slow_bulk.install()
 
 omniflow.huey.create_consumer(shutdown_timeout=args.shutdown_timeout).run()

@@ -57,7 +57,7 @@
   <strong>Omniflow</strong>
   <nav aria-label="Shop">
     <span class="section">Shop</span>
-    % for href, label in (("/panel", "Home"), ("/panel/customers", "Customers"), ("/panel/goods/deliveries", "Goods"), ("/panel/campaigns", "Campaigns"), ("/panel/support", "Support")):
+    % for href, label in (("/panel", "Home"), ("/panel/customers", "Customers"), ("/panel/goods/deliveries", "Goods"), ("/panel/campaigns", "Campaigns"), ("/panel/bulk-actions", "Bulk actions"), ("/panel/support", "Support")):
     <a href="{{href}}" class="{{'here' if here == href else ''}}">{{label}}</a>
     % end
   </nav>
@@ -109,8 +109,8 @@
     // default applies (a refund back where it was paid, a campaign to every reachable customer).
     form.querySelectorAll("[data-field]").forEach((field) => {
       if (!field.value.trim()) return;
-      let value = "list" in field.dataset ? field.value.split(/[\s,]+/).filter(Boolean) : field.value;
-      if ("number" in field.dataset) value = Number(value);
+      const value = "list" in field.dataset ? field.value.split(/[\s,]+/).filter(Boolean)
+        : "number" in field.dataset ? Number(field.value) : field.value;
       values = { ...values, [field.dataset.field]: value };
     });
     const body = values ? JSON.stringify(values) : undefined;
