@@ -83,7 +83,6 @@ class PostgresListener(threading.Thread):
         self.probe = probe
         self.poll_s = poll_s
         self.token = f"{PROBE_PREFIX}{uuid.uuid4().hex[:12]}"
-        self.heard_own = threading.Event()  # its own notification came back at least once
         self.deaf_warned = False
         self._probe_sent_at = None  # monotonic time of the check waiting for its notification
         self._quiet_since = 0.0  # last notification heard, or check sent or given up on
@@ -133,7 +132,6 @@ class PostgresListener(threading.Thread):
         self._quiet_since = time.monotonic()
         if payload == self.token:
             self._probe_sent_at = None
-            self.heard_own.set()
         elif not payload.startswith(PROBE_PREFIX):  # another worker's check is not a wake-up
             wake(payload)
 
