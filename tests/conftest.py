@@ -10,22 +10,38 @@ from tests.support import (
 )
 from tests.support.ledger import ledger_problems
 
+PROCESS_LANES = 2  # per database
+DEFAULT_PROCESS_SECONDS = 10
+
 
 def pytest_collection_modifyitems(items):
     """Ordering and grouping for the parallel run (scripts/test.sh).
 
-    Tests that run real worker processes start first, so the run does not end
-    waiting on one started last. They run one at a time per database: a few of
-    them side by side would open more connections than a stock PostgreSQL
-    server allows (100) and compete for the same two cores their timing
-    depends on.
+    Tests that run real worker processes start first, longest first, so the run
+    does not end waiting on one started last. Per database they are split into
+    PROCESS_LANES lanes that each run one test at a time, balanced by the
+    seconds a test declares (`@pytest.mark.processes(seconds=…)`): one lane per
+    database made these tests the whole run's critical path, and more lanes
+    would open more connections than the suite's PostgreSQL allows and crowd
+    the two cores their timing depends on.
     """
+    lanes = {}  # backend -> [seconds queued in each lane]
+
+    def seconds(item):
+        marker = item.get_closest_marker("processes")
+        return marker.kwargs.get("seconds", DEFAULT_PROCESS_SECONDS) if marker else 0
+
+    items.sort(key=lambda item: (item.get_closest_marker("processes") is None, -seconds(item)))
     for item in items:
         if item.get_closest_marker("processes") is not None:
             callspec = getattr(item, "callspec", None)
             backend = callspec.params.get("backend", "none") if callspec else "none"
-            item.add_marker(pytest.mark.xdist_group(f"processes-{backend}"))
-    items.sort(key=lambda item: item.get_closest_marker("processes") is None)
+            # Tests without a database (the dev stack's) share one lane: they were written to run alone.
+            queued = lanes.setdefault(backend, [0] * (PROCESS_LANES if backend != "none" else 1))
+            lane = queued.index(min(queued))
+            queued[lane] += seconds(item)
+            item.add_marker(pytest.mark.xdist_group(f"processes-{backend}-{lane}"))
+
 
 # Fixed keys for tests only: the key sealing in tests, and a newer one for rotation.
 TEST_DATA_KEY = "b21uaWZsb3ctdGVzdC1zZWFsaW5nLWtleS0wMDAwMDE="

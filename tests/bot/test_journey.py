@@ -162,7 +162,8 @@ def test_a_stars_payment_delivered_three_times_with_the_bot_killed_after_applyin
 
 
 def receipt_marked_sent():
-    return CustomerNotice.select().where(CustomerNotice.kind == "payment_received", CustomerNotice.status == "sent").exists()
+    sent = CustomerNotice.select().where(CustomerNotice.kind == "payment_received", CustomerNotice.status == "sent")
+    return sent.exists()
 
 
 def received(fake):

@@ -13,7 +13,7 @@ import pytest
 
 from bench import chaos
 
-pytestmark = pytest.mark.processes
+pytestmark = pytest.mark.processes(seconds=140)
 
 POOLED_ORDERS = 60
 FAST_WORKER = ("-m", "tests.support.worker", "--app-kinds", "--fast-rescue", "--shutdown-timeout", "5")

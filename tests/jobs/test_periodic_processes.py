@@ -27,6 +27,7 @@ def tick_times():
     return [started for (started,) in rows]
 
 
+@pytest.mark.processes(seconds=115)
 def test_fifteen_second_pass_runs_once_per_interval_across_three_workers_and_survives_leader_death(database, workers):
     started = time.time()
     processes = {workers.start("--periodic").pid: None for _ in range(3)}
@@ -91,6 +92,7 @@ def leader_pid():
     return int(leader.leader_id.split(":")[1]) if leader else None
 
 
+@pytest.mark.processes(seconds=35)
 def test_crontab_pass_runs_once_per_matching_minute_across_three_workers_through_a_failover(database, workers):
     # Leader takeover shortened to ~4 s (--fast-takeover); the crontab keeps its minutes.
     for _ in range(3):

@@ -47,6 +47,7 @@ def worker_pid(job_id):
     return int(attempted_by.split(":")[1])
 
 
+@pytest.mark.processes(seconds=55)
 def test_killed_worker_job_is_rescued_and_live_worker_long_job_is_not(database, workers):
     first = workers.start()
     victim = insert("t_sleep", {"seconds": 8, "tag": "victim"}).job_id
@@ -89,6 +90,7 @@ def test_signal_lets_the_running_job_finish_before_the_worker_exits(database, wo
     assert JobWorker.select().count() == 0  # the worker deregistered
 
 
+@pytest.mark.processes(seconds=30)
 def test_job_still_running_at_shutdown_timeout_is_handed_back_and_completes_later(database, workers):
     worker = workers.start("--shutdown-timeout", "1")
     job_id = insert("t_sleep", {"seconds": 15, "tag": "interrupted"}).job_id

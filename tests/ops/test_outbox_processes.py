@@ -22,7 +22,7 @@ from tests.conftest import TEST_DATA_KEY
 from tests.support.processes import wait_for
 from web.metrics import DatabaseCollector
 
-pytestmark = pytest.mark.processes
+pytestmark = pytest.mark.processes(seconds=50)
 
 EVENTS = 500
 AGGREGATES = 100

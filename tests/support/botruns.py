@@ -25,10 +25,16 @@ class InProcessBot:
         """Apply every queued update; returns their outcomes in order."""
         outcomes = []
         while self.fake.waiting(self.offset):
-            updates = self.telebot.get_updates(offset=self.offset, timeout=5, long_polling_timeout=1)
-            if updates:
-                outcomes.extend(self.applier.apply_all(updates))  # one transaction, as bot/polling.py does
-                self.offset = updates[-1].update_id + 1
+            outcomes.extend(self.apply_one_batch())
+        return outcomes
+
+    def apply_one_batch(self):
+        """Apply one getUpdates answer: what its answers make Telegram send next waits for the next call."""
+        updates = self.telebot.get_updates(offset=self.offset, timeout=5, long_polling_timeout=1)
+        if not updates:
+            return []
+        outcomes = self.applier.apply_all(updates)  # one transaction, as bot/polling.py does
+        self.offset = updates[-1].update_id + 1
         return outcomes
 
 
