@@ -35,7 +35,9 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("processes") is not None:
             callspec = getattr(item, "callspec", None)
-            backend = callspec.params.get("backend", "none") if callspec else "none"
+            backend = callspec.params.get("backend") if callspec else None
+            if backend is None:  # PostgreSQL-only tests (the pooler's) open PostgreSQL's connections too
+                backend = "postgres" if "pg_url" in item.fixturenames else "none"
             # Tests without a database (the dev stack's) share one lane: they were written to run alone.
             queued = lanes.setdefault(backend, [0] * (PROCESS_LANES if backend != "none" else 1))
             lane = queued.index(min(queued))

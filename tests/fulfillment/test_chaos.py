@@ -36,6 +36,7 @@ def test_chaos_run_converges_with_one_user_per_subscription_and_no_double_create
     assert_converged_exactly_once(figures, 500, 280, tmp_path)
 
 
+@pytest.mark.processes(seconds=35)
 def test_chaos_run_through_a_transaction_pooler_converges_with_one_user_per_subscription(
     pg_database, pg_url, pgbouncer, tmp_path
 ):

@@ -22,7 +22,7 @@ from models.base import db
 from models.jobs import JobLeader, JobWorker
 from tests.support.processes import WorkerProcesses, wait_for
 
-pytestmark = pytest.mark.processes
+pytestmark = pytest.mark.processes(seconds=15)
 
 DEAF_WARNING = "wake-ups are not arriving"
 PROBES = 7
