@@ -306,8 +306,9 @@ def session_dsn(database=None):
     the server itself for those; without it, DATABASE_URL is the server.
     """
     database = database or db.obj
-    if database.direct_dsn:
-        return database.direct_dsn, _connect_options(database.direct_dsn)
+    direct_dsn = getattr(database, "direct_dsn", None)
+    if direct_dsn:
+        return direct_dsn, _connect_options(direct_dsn)
     return database.database, dict(database.connect_params)
 
 
