@@ -76,7 +76,9 @@ def test_postgres_url_is_accepted_in_both_spellings():
 def test_a_direct_database_url_is_optional_and_its_password_reaches_the_redactor():
     pooled = "postgresql://app:pooled-secret@pgbouncer:6432/omniflow"
     assert load_settings({"DATABASE_URL": pooled}).direct_database is None
-    settings = load_settings({"DATABASE_URL": pooled, "DATABASE_DIRECT_URL": "postgres://app:direct-secret@db/omniflow"})
+    settings = load_settings(
+        {"DATABASE_URL": pooled, "DATABASE_DIRECT_URL": "postgres://app:direct-secret@db/omniflow"}
+    )
     assert settings.direct_database.is_postgres
     assert settings.direct_database.dsn == "postgresql://app:direct-secret@db/omniflow"
     assert {"pooled-secret", "direct-secret"} <= set(settings.secrets())
