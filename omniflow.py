@@ -83,7 +83,7 @@ def bootstrap(pool_size=10, log_level=None, log_file=None):
     configure_logging(log_level or settings.log_level, log_file)
     register_settings(settings)
     sealing.use_keys(settings.data_encryption_key)
-    bind_database(settings.database, pool_size=pool_size)
+    bind_database(settings.database, pool_size=pool_size, direct=settings.direct_database)
     return settings
 
 
@@ -165,6 +165,8 @@ def worker_summary(settings, left_out):
     if settings.database.path == str(DEFAULT_SQLITE_PATH):
         database += " (DATABASE_URL is not set: the development file)"
     lines = [f"database: {database}"]
+    if settings.direct_database is not None:
+        lines.append(f"wake-ups (LISTEN): {location(settings.direct_database)} (DATABASE_DIRECT_URL)")
     missing = []
     if settings.remnawave_url:
         panel = urlsplit(settings.remnawave_url)

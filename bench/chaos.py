@@ -17,7 +17,11 @@ revive pass as if its 10-minute idle window had passed, which is what gives
 an operation whose job used up its 12 attempts a new job.
 Leases (2 minutes), rescue of the killed worker's jobs and everything the
 workers do are real; the 2-minute lease of the operations the killed worker
-held is what bounds the convergence time.
+held is what bounds the convergence time. `run(expire_killed_leases=True)`
+compresses that wait too: once the killed worker is gone, the leases of the
+operations it held end at once (which is what their expiry would do two
+minutes later); with the test worker's fast rescue (`worker_argv`) a run
+then converges in seconds, which is how the suite runs it behind PgBouncer.
 """
 import argparse
 import datetime
@@ -103,24 +107,48 @@ class FastForward(threading.Thread):
                 db.close()
 
 
-def _start_worker(database_url, panel_url, log_dir, index, name="chaos-worker", **extra_env):
-    """A real worker process (`omniflow.py worker`) logging to `log_dir`; `extra_env` adds settings."""
+WORKER_ARGV = ("omniflow.py", "worker", "--shutdown-timeout", "5")
+
+
+def _start_worker(database_url, panel_url, log_dir, index, argv=WORKER_ARGV, extra_env=None, name="chaos-worker"):
+    """A real worker process (`argv`, `omniflow.py worker` by default) logging to `log_dir`; `extra_env` adds settings."""
     env = dict(
         os.environ,
         DATABASE_URL=database_url,
         APP_REMNAWAVE_URL=panel_url,
         APP_REMNAWAVE_TOKEN=PANEL_TOKEN,
         LOG_LEVEL="WARNING",
-        **extra_env,
+        **(extra_env or {}),
     )
     log = open(Path(log_dir) / f"{name}-{index}.log", "w")
     return subprocess.Popen(
-        [sys.executable, "omniflow.py", "worker", "--shutdown-timeout", "5"],
+        [sys.executable, *argv],
         cwd=ROOT,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+
+
+def _expire_leases_of(pid):
+    """End the leases of the operations a killed worker process held (it is gone: nothing will record them)."""
+    import socket
+
+    from models.base import utcnow
+    from models.fulfillment import FulfillmentOperation
+    from models.jobs import Job
+
+    held = Job.select(Job.args).where(
+        (Job.kind == "fulfillment")
+        & (Job.state == "running")
+        & Job.attempted_by.startswith(f"{socket.gethostname()}:{pid}:")
+    )
+    operations = [json.loads(job.args)["operationId"] for job in held]
+    if operations:
+        FulfillmentOperation.update(next_attempt_at=utcnow()).where(
+            FulfillmentOperation.id.in_(operations) & (FulfillmentOperation.status == "running")
+        ).execute()
+    return len(operations)
 
 
 def _progress():
@@ -176,8 +204,22 @@ def _verify(panel):
     }
 
 
-def run(database_url, orders=500, fail_rate=0.30, lost_rate=0.05, workers=2, timeout_s=300, log_dir=None):
-    """Run the chaos scenario against a migrated, empty database; returns the figures."""
+def run(
+    database_url,
+    orders=500,
+    fail_rate=0.30,
+    lost_rate=0.05,
+    workers=2,
+    timeout_s=300,
+    log_dir=None,
+    worker_argv=WORKER_ARGV,
+    worker_env=None,
+    expire_killed_leases=False,
+):
+    """Run the chaos scenario against a migrated, empty database; returns the figures.
+
+    `worker_argv` starts a worker (after the interpreter, from the project root) and `worker_env`
+    adds to its environment; `expire_killed_leases` ends the killed worker's leases at once."""
     from fakes.remnawave import FakeRemnawave
     from models.base import db
 
@@ -194,11 +236,16 @@ def run(database_url, orders=500, fail_rate=0.30, lost_rate=0.05, workers=2, tim
         db.close()
         panel.set_faults(fail_rate=fail_rate, lost_response_rate=lost_rate)
         started = time.monotonic()
-        processes = [_start_worker(database_url, panel.base_url, log_dir, i) for i in range(workers)]
+
+        def start(index):
+            return _start_worker(database_url, panel.base_url, log_dir, index, worker_argv, worker_env)
+
+        processes = [start(i) for i in range(workers)]
         FastForward(stop).start()
 
         killed_at = None
         converged_at = None
+        leases_ended = None
         while time.monotonic() - started < timeout_s:
             active, total = _progress()
             db.close()
@@ -206,7 +253,9 @@ def run(database_url, orders=500, fail_rate=0.30, lost_rate=0.05, workers=2, tim
                 processes[0].send_signal(signal.SIGKILL)
                 processes[0].wait()
                 killed_at = time.monotonic() - started
-                processes.append(_start_worker(database_url, panel.base_url, log_dir, len(processes)))
+                if expire_killed_leases:
+                    leases_ended = _expire_leases_of(processes[0].pid)
+                processes.append(start(len(processes)))
             if active == total:
                 converged_at = time.monotonic() - started
                 break
@@ -219,6 +268,7 @@ def run(database_url, orders=500, fail_rate=0.30, lost_rate=0.05, workers=2, tim
             panel_calls=panel.stats()["calls"],
             converge_s=round(converged_at, 1) if converged_at is not None else None,
             worker_killed_at_s=round(killed_at, 1) if killed_at is not None else None,
+            killed_worker_leases_ended=leases_ended,
             settle_s=round(settle_s, 1),
             faults={"fail_rate": fail_rate, "lost_response_rate": lost_rate},
             workers=workers,

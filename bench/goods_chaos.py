@@ -197,7 +197,7 @@ def run(database_url, orders=300, fail_rate=0.30, lost_rate=0.05, slow_rate=0.05
         db.close()
         provider.set_faults(fail_rate=fail_rate, lost_response_rate=lost_rate, slow_rate=slow_rate, slow_seconds=1.0)
         started = time.monotonic()
-        processes.append(_start_worker(database_url, "", log_dir, 0, name="goods-chaos-worker", **env))
+        processes.append(_start_worker(database_url, "", log_dir, 0, name="goods-chaos-worker", extra_env=env))
         FastForward(stop).start()
         killed_at = converged_at = None
         while time.monotonic() - started < timeout_s:
@@ -213,7 +213,7 @@ def run(database_url, orders=300, fail_rate=0.30, lost_rate=0.05, slow_rate=0.05
                 for index in range(1, workers + 1):
                     extra = {"APP_WORKER_METRICS_PORT": str(metrics_port)} if index == 1 else {}
                     processes.append(_start_worker(database_url, "", log_dir, index, name="goods-chaos-worker",
-                                                   **env, **extra))  # fmt: skip
+                                                   extra_env={**env, **extra}))  # fmt: skip
             if done == orders:
                 converged_at = time.monotonic() - started
                 break

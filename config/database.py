@@ -68,7 +68,8 @@ class PostgresDatabase(PooledPostgresqlDatabase):
     `unanswered_for()`.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, direct_dsn=None, **kwargs):
+        self.direct_dsn = direct_dsn  # DATABASE_DIRECT_URL: the server itself, when the pool goes through a pooler
         self._outage_lock = threading.Lock()
         self._unanswered_since = None
         self._outage_logged = False
@@ -260,18 +261,22 @@ def _joined(statements):
     return ";\n".join(texts), values
 
 
-def open_database(target, pool_size=10):
-    """A peewee Database for a DatabaseTarget (not yet bound to models)."""
-    if target.is_postgres:
-        from psycopg2.extensions import parse_dsn
+def _connect_options(dsn):
+    from psycopg2.extensions import parse_dsn
 
-        connect = {} if "connect_timeout" in parse_dsn(target.dsn) else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+    return {} if "connect_timeout" in parse_dsn(dsn) else {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+
+
+def open_database(target, pool_size=10, direct=None):
+    """A peewee Database for a DatabaseTarget (not yet bound to models); `direct` is DATABASE_DIRECT_URL's."""
+    if target.is_postgres:
         return PostgresDatabase(
             target.dsn,
+            direct_dsn=direct.dsn if direct is not None else None,
             max_connections=pool_size,
             stale_timeout=PG_STALE_CONNECTION_S,
             timeout=PG_POOL_WAIT_S,
-            **connect,
+            **_connect_options(target.dsn),
         )
     directory = os.path.dirname(os.path.abspath(target.path))
     os.makedirs(directory, exist_ok=True)
@@ -284,11 +289,27 @@ def open_database(target, pool_size=10):
     )
 
 
-def bind_database(target, pool_size=10):
+def bind_database(target, pool_size=10, direct=None):
     """Point `models.db` at the target and return the concrete database."""
-    database = open_database(target, pool_size=pool_size)
+    database = open_database(target, pool_size=pool_size, direct=direct)
     db.initialize(database)
     return database
+
+
+def session_dsn(database=None):
+    """(dsn, connect options) of a PostgreSQL connection that is a session of its own, for LISTEN.
+
+    Through a transaction-pooling PgBouncer (DATABASE_URL), consecutive
+    statements of one client run on whichever server connection is free, so
+    nothing that outlives a transaction (LISTEN, session advisory locks,
+    SET, prepared statements) may go through it. DATABASE_DIRECT_URL names
+    the server itself for those; without it, DATABASE_URL is the server.
+    """
+    database = database or db.obj
+    direct_dsn = getattr(database, "direct_dsn", None)
+    if direct_dsn:
+        return direct_dsn, _connect_options(direct_dsn)
+    return database.database, dict(database.connect_params)
 
 
 def is_postgres(database=None):
@@ -332,14 +353,30 @@ def location(target):
 
 
 def require_reachable(database, target):
-    """Open one connection now, so a process that cannot reach its database says so at start."""
+    """Open one connection now (and one to DATABASE_DIRECT_URL when it is set), so a process that
+    cannot reach its database says so at start."""
     try:
         database.connect(reuse_if_open=True)
     except OperationalError as error:
-        lines = str(error).strip().splitlines()
-        reason = lines[0].strip() if lines else type(error).__name__
-        raise DatabaseUnreachable(f"cannot connect to the database ({location(target)}): {reason}") from None
+        raise DatabaseUnreachable(f"cannot connect to the database ({location(target)}): {_reason(error)}") from None
     database.close()
+    if getattr(database, "direct_dsn", None):
+        import psycopg2
+
+        from config.settings import DatabaseTarget
+
+        direct = DatabaseTarget("postgres", dsn=database.direct_dsn)
+        try:
+            psycopg2.connect(database.direct_dsn, **_connect_options(database.direct_dsn)).close()
+        except psycopg2.OperationalError as error:
+            raise DatabaseUnreachable(
+                f"cannot connect to DATABASE_DIRECT_URL ({location(direct)}): {_reason(error)}"
+            ) from None
+
+
+def _reason(error):
+    lines = str(error).strip().splitlines()
+    return lines[0].strip() if lines else type(error).__name__
 
 
 @contextlib.contextmanager

@@ -87,6 +87,8 @@ class DatabaseTarget:
 @dataclass(frozen=True)
 class Settings:
     database: DatabaseTarget
+    # DATABASE_DIRECT_URL: the same PostgreSQL without the pooler, for what needs a session (LISTEN).
+    direct_database: DatabaseTarget | None = None
     port: int = 8000
     log_level: str = "INFO"
     operator_token: str = field(default="", repr=False)
@@ -144,27 +146,41 @@ class Settings:
                 self.yookassa_secret_key,
                 self.cryptobot_token,
                 self.database.dsn and urlsplit(self.database.dsn).password,
+                self.direct_database and urlsplit(self.direct_database.dsn).password,
             )
             if value
         ]
 
 
-def parse_database_url(value):
+def parse_database_url(value, variable="DATABASE_URL"):
     """DATABASE_URL → DatabaseTarget. Unset means the development SQLite file."""
     if not value:
         return DatabaseTarget("sqlite", path=str(DEFAULT_SQLITE_PATH))
     parts = urlsplit(value)
     if parts.scheme in ("postgres", "postgresql"):
         if not parts.path.strip("/"):
-            raise ConfigError("DATABASE_URL", "a PostgreSQL URL must name a database")
+            raise ConfigError(variable, "a PostgreSQL URL must name a database")
         return DatabaseTarget("postgres", dsn="postgresql" + value[len(parts.scheme) :])
     if parts.scheme == "sqlite":
         # sqlite:///relative/or/absolute/path — three slashes, then the path.
         path = value[len("sqlite:///") :] if value.startswith("sqlite:///") else ""
         if not path:
-            raise ConfigError("DATABASE_URL", "a SQLite URL looks like sqlite:///path/to/file.db")
+            raise ConfigError(variable, "a SQLite URL looks like sqlite:///path/to/file.db")
         return DatabaseTarget("sqlite", path=path)
-    raise ConfigError("DATABASE_URL", "must start with postgresql://, postgres:// or sqlite:///")
+    raise ConfigError(variable, "must start with postgresql://, postgres:// or sqlite:///")
+
+
+def _direct_database(env, database):
+    """DATABASE_DIRECT_URL: where a worker LISTENs when DATABASE_URL is a transaction-pooling PgBouncer
+    (a pooled connection is not a session, so its notifications never arrive). Optional."""
+    raw = (env.get("DATABASE_DIRECT_URL") or "").strip()
+    if not raw:
+        return None
+    if urlsplit(raw).scheme not in ("postgres", "postgresql"):
+        raise ConfigError("DATABASE_DIRECT_URL", "must be a postgresql:// URL")
+    if not database.is_postgres:
+        raise ConfigError("DATABASE_DIRECT_URL", "is set, but DATABASE_URL is not a PostgreSQL URL")
+    return parse_database_url(raw, "DATABASE_DIRECT_URL")
 
 
 def _positive_int(env, name, default):
@@ -403,8 +419,10 @@ def load_settings(environ=None, dotenv_path=None):
         # Providers deliver webhooks to it and send payers back to it.
         raise ConfigError("APP_PUBLIC_URL", "is required when a payment provider is configured")
 
+    database = parse_database_url((environ.get("DATABASE_URL") or "").strip())
     return Settings(
-        database=parse_database_url((environ.get("DATABASE_URL") or "").strip()),
+        database=database,
+        direct_database=_direct_database(environ, database),
         port=port,
         log_level=log_level,
         operator_token=operator_token,

@@ -15,6 +15,11 @@ Pruning keeps the newest backup of each of the KEEP_DAILY most recent days
 that have one, and of each of the KEEP_WEEKLY most recent ISO weeks; partial
 files left by a process that died are removed after two days.
 
+On PostgreSQL a backup is read, and a scratch database made, through
+DATABASE_DIRECT_URL when it is set: pg_dump sets session settings
+(search_path among them) before its transaction, which a transaction-pooling
+PgBouncer would leave on a server connection the application then uses.
+
 `verify` restores into a scratch database (a temporary SQLite file, or a
 database created on the PostgreSQL server and dropped) and compares every
 table's row count and the checksum with the manifest. `restore` first reads
@@ -120,7 +125,7 @@ def take(settings, now=None, chunk_size=CHUNK_SIZE, should_stop=never_stop):
     name = f"omniflow-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}.backup"
     final = os.path.join(directory, name)
     partial = os.path.join(directory, f".{name}{PARTIAL_SUFFIX}")
-    database = for_target(settings.database)
+    database = for_target(_server(settings))
     started = time.monotonic()
     try:
         descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -325,7 +330,12 @@ def _scratch_host(settings, dialect):
             "verifying a PostgreSQL backup needs a PostgreSQL server: set DATABASE_URL to one "
             "(a scratch database is created there and dropped)"
         )
-    return Postgres(settings.database.dsn)
+    return Postgres(_server(settings).dsn)
+
+
+def _server(settings):
+    """The database a backup reads: the server itself, never a transaction pooler in front of it."""
+    return settings.direct_database or settings.database
 
 
 def restore(settings, path, into_url, force=False):

@@ -25,6 +25,13 @@ if ! command -v chromium >/dev/null 2>&1; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# The pooler tests start their own PgBouncer (transaction mode) in front of the test server.
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
+  echo "pgbouncer is not installed: installing it from Debian's packages" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+fi
+
 # Most of the suite's time is spent waiting on real worker processes, leases and
 # intervals, not on the CPU: four test processes keep two cores busy.
 exec .venv/bin/python -m pytest -q -n "${TEST_PROCESSES:-4}" --dist load "$@"

@@ -51,6 +51,17 @@ def pg_url():
     backends.drop_pg_database(url)
 
 
+@pytest.fixture(scope="session")
+def pgbouncer():
+    """A PgBouncer in transaction mode in front of the test server (tests/support/pgbouncer.py);
+    the test is skipped, with the reason, where it cannot run."""
+    from tests.support.pgbouncer import started
+
+    bouncer = started(backends.PG_SERVER_URL)
+    yield bouncer
+    bouncer.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request):
     return request.param

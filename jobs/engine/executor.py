@@ -28,7 +28,7 @@ from huey import signals as huey_signals
 from huey.api import Huey, Task
 from huey.exceptions import CancelExecution
 
-from config.database import is_postgres
+from config.database import is_postgres, session_dsn
 from config.logging import describe_error
 from jobs.engine import metrics, notifier
 from jobs.engine.client import append_error, error_entry
@@ -525,7 +525,10 @@ class Executor:
         if is_postgres():
             from jobs.engine.notifier import PostgresListener
 
-            self.listener = PostgresListener(db.obj.database, self.stop_event, dict(db.obj.connect_params))
+            dsn, options = session_dsn()
+            self.listener = PostgresListener(
+                dsn, self.stop_event, options, probe=_notify_through_pool, poll_s=POLL_INTERVAL_POSTGRES_S
+            )
             self.listener.start()
             self.listener.ready.wait(5)
         self.completer.start()
@@ -582,6 +585,14 @@ def release_connection():
     """
     if is_postgres() and not db.is_closed() and not db.in_transaction():
         db.close()
+
+
+def _notify_through_pool(payload):
+    """A notification sent as an insert sends its own: the listener's check that wake-ups arrive."""
+    try:
+        job_sql().notify([payload])
+    finally:
+        release_connection()
 
 
 def _seconds(value):

@@ -5,16 +5,38 @@ In one process an insert wakes its own producers after commit. Across
 processes, PostgreSQL carries `pg_notify('omniflow_jobs', <queue>)` from the
 inserting transaction to a LISTEN connection in every worker; SQLite has no
 such channel, so SQLite producers poll with a short interval instead.
+
+A LISTEN can succeed and hear nothing: through a transaction-pooling
+PgBouncer the LISTEN lands on a server connection the client leaves at the
+end of the statement, and the pooler drops every notification that arrives
+there. So the listener checks its own hearing: when it starts listening, and
+whenever it has heard nothing for PROBE_IDLE_S, it sends a notification of
+its own through the pool (the way inserts send theirs); if that one has not
+come back after DEAF_AFTER_S, it logs once that wake-ups are not arriving
+and what to set (DATABASE_DIRECT_URL). Producers poll meanwhile, as they do
+whenever the channel is down.
 """
 
 import logging
 import select
 import threading
+import time
+import uuid
 
 from jobs.engine.outage import Backoff, report_failure
 from jobs.engine.sql import NOTIFY_CHANNEL
 
 logger = logging.getLogger("omniflow.jobs.notifier")
+
+PROBE_PREFIX = "probe:"  # payloads of hearing checks; never a queue's name
+DEAF_AFTER_S = 5.0
+PROBE_IDLE_S = 60.0
+DEAF_WARNING = (
+    "wake-ups are not arriving: this worker's own notification did not come back to its LISTEN connection "
+    "within {seconds:.0f} s, so new jobs wait for the {poll:.0f} s poll. DATABASE_URL is probably a "
+    "transaction-pooling PgBouncer, which drops notifications: set DATABASE_DIRECT_URL to a direct "
+    "(session) connection to PostgreSQL for the worker's LISTEN"
+)
 
 _lock = threading.Lock()
 _listeners = {}  # queue -> set of threading.Event
@@ -45,14 +67,25 @@ def wake_all():
 
 
 class PostgresListener(threading.Thread):
-    """LISTEN on a dedicated connection (outside the pool) and wake producers."""
+    """LISTEN on a dedicated connection (outside the pool) and wake producers.
 
-    def __init__(self, dsn, stop_event, connect_kwargs=None):
+    `probe(payload)` sends a notification the way an insert does (through
+    the pool); without it the listener does not check its hearing. `poll_s`
+    is how often producers poll when no wake-up comes, for the warning.
+    """
+
+    def __init__(self, dsn, stop_event, connect_kwargs=None, probe=None, poll_s=1.0):
         super().__init__(name="JobNotifyListener", daemon=True)
         self.dsn = dsn
         self.connect_kwargs = connect_kwargs or {}
         self.stop_event = stop_event
         self.ready = threading.Event()
+        self.probe = probe
+        self.poll_s = poll_s
+        self.token = f"{PROBE_PREFIX}{uuid.uuid4().hex[:12]}"
+        self.deaf_warned = False
+        self._probe_sent_at = None  # monotonic time of the check waiting for its notification
+        self._quiet_since = 0.0  # last notification heard, or check sent or given up on
 
     def run(self):
         import psycopg2
@@ -72,13 +105,15 @@ class PostgresListener(threading.Thread):
                     # producers backing off from failed claims can try now.
                     lost = False
                     wake_all()
+                self._probe_sent_at = None
+                self._send_probe()
                 while not self.stop_event.is_set():
                     readable, _, _ = select.select([connection], [], [], 0.5)
-                    if not readable:
-                        continue
-                    connection.poll()
-                    while connection.notifies:
-                        wake(connection.notifies.pop(0).payload)
+                    if readable:
+                        connection.poll()
+                        while connection.notifies:
+                            self._heard(connection.notifies.pop(0).payload)
+                    self._check_hearing()
             except Exception as error:
                 # Producers keep polling while the channel is down.
                 lost = True
@@ -92,3 +127,38 @@ class PostgresListener(threading.Thread):
                         connection.close()
                     except Exception:
                         pass
+
+    def _heard(self, payload):
+        self._quiet_since = time.monotonic()
+        if payload == self.token:
+            self._probe_sent_at = None
+        elif not payload.startswith(PROBE_PREFIX):  # another worker's check is not a wake-up
+            wake(payload)
+
+    def _check_hearing(self):
+        if self.probe is None:
+            return
+        now = time.monotonic()
+        if self._probe_sent_at is None:
+            if now - self._quiet_since >= PROBE_IDLE_S:
+                self._send_probe()
+            return
+        if now - self._probe_sent_at < DEAF_AFTER_S:
+            return
+        self._probe_sent_at = None
+        self._quiet_since = now
+        if not self.deaf_warned:
+            self.deaf_warned = True
+            logger.warning(DEAF_WARNING.format(seconds=DEAF_AFTER_S, poll=self.poll_s))
+
+    def _send_probe(self):
+        self._quiet_since = time.monotonic()
+        if self.probe is None:
+            return
+        try:
+            self.probe(self.token)
+        except Exception as error:
+            # The loops that need the database report it not answering; this checks again later.
+            report_failure(logger, "could not check that job wake-ups arrive", error, level=logging.WARNING)
+            return
+        self._probe_sent_at = time.monotonic()

@@ -73,6 +73,31 @@ def test_postgres_url_is_accepted_in_both_spellings():
         assert target.is_postgres and target.dsn.startswith("postgresql://")
 
 
+def test_a_direct_database_url_is_optional_and_its_password_reaches_the_redactor():
+    pooled = "postgresql://app:pooled-secret@pgbouncer:6432/omniflow"
+    assert load_settings({"DATABASE_URL": pooled}).direct_database is None
+    settings = load_settings(
+        {"DATABASE_URL": pooled, "DATABASE_DIRECT_URL": "postgres://app:direct-secret@db/omniflow"}
+    )
+    assert settings.direct_database.is_postgres
+    assert settings.direct_database.dsn == "postgresql://app:direct-secret@db/omniflow"
+    assert {"pooled-secret", "direct-secret"} <= set(settings.secrets())
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"DATABASE_DIRECT_URL": "postgresql://db/omniflow"},  # DATABASE_URL unset: the SQLite file
+        {"DATABASE_URL": "postgresql://pgbouncer/omniflow", "DATABASE_DIRECT_URL": "sqlite:///direct.db"},
+        {"DATABASE_URL": "postgresql://pgbouncer/omniflow", "DATABASE_DIRECT_URL": "postgresql://db"},
+    ],
+)
+def test_a_direct_database_url_is_postgresql_beside_a_postgresql_database_url(environ):
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ)
+    assert error.value.variable == "DATABASE_DIRECT_URL"
+
+
 @pytest.mark.parametrize(
     "variable, value",
     [

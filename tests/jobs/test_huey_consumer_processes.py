@@ -105,3 +105,19 @@ def test_a_worker_whose_database_is_unreachable_says_so_in_one_line_naming_the_h
     assert len(lines) == 1, finished.stderr
     assert f"127.0.0.1:{port}" in lines[0] and "cannot connect to the database" in lines[0]
     assert password not in finished.stderr + finished.stdout
+
+
+def test_a_worker_whose_direct_database_url_is_unreachable_says_so_in_one_line_naming_it(pg_url):
+    port = closed_port()
+    password = "never-print-this-pw"
+    env = dict(
+        os.environ, DATABASE_URL=pg_url, DATABASE_DIRECT_URL=f"postgresql://omniflow:{password}@127.0.0.1:{port}/x"
+    )
+    finished = subprocess.run(
+        [sys.executable, "omniflow.py", "worker"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert finished.returncode == 2
+    lines = finished.stderr.strip().splitlines()
+    assert len(lines) == 1, finished.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "cannot connect to DATABASE_DIRECT_URL" in lines[0]
+    assert password not in finished.stderr + finished.stdout

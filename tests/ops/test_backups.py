@@ -269,3 +269,15 @@ def test_the_postgres_password_goes_to_pg_dump_in_its_environment_never_on_its_c
     url, env = _libpq("postgresql://omniflow:s3cr%40t@db.internal:5432/omniflow?sslmode=require")
     assert url == "postgresql://omniflow@db.internal:5432/omniflow?sslmode=require"
     assert env["PGPASSWORD"] == "s3cr@t"
+
+
+def test_behind_a_pooler_a_backup_is_read_and_verified_through_the_direct_url(pg_database, pg_url, backup_dir):
+    # pg_dump sets session settings before its transaction; through a transaction pooler they would
+    # land on a server connection the application then uses. DATABASE_URL here answers nothing at all.
+    settings = dataclasses.replace(
+        settings_for("postgresql://postgres@127.0.0.1:1/unreachable", backup_dir),
+        direct_database=parse_database_url(pg_url),
+    )
+    backup = backups.take(settings)
+    assert backup.manifest["tables"] == everything(pg_url)[0]
+    assert backups.verify(settings, backup.path).ok
