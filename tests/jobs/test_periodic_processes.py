@@ -116,3 +116,35 @@ def test_crontab_pass_runs_once_per_matching_minute_across_three_workers_through
     assert per_minute == {first_minute: 1, first_minute + datetime.timedelta(minutes=1): 1}, details
     assert {job.state for job in runs} == {"completed"}, details
     assert sorted(job_id for job_id, _ in minutely_runs()) == sorted(job.id for job in runs), details
+
+
+@pytest.mark.processes(seconds=50)
+@pytest.mark.parametrize("backend", ["postgres"])  # the leader and claims on both: the tests above
+def test_every_pass_of_spec_5_1_runs_once_per_interval_across_three_production_workers(database, workers, tmp_path):
+    from tests.conftest import TEST_DATA_KEY
+    from tests.jobs.test_spec_passes import BEYOND_THE_TABLE, SPEC_5_1
+
+    env = {"APP_DATA_ENCRYPTION_KEY": TEST_DATA_KEY, "APP_BACKUP_DIR": str(tmp_path / "backups")}
+    for _ in range(3):
+        workers.start_huey_consumer(env=env)
+    names = set(SPEC_5_1) | BEYOND_THE_TABLE
+
+    def runs():
+        counts = collections.Counter()
+        for job in Job.select(Job.args, Job.created_at).where(Job.kind == "periodic_task"):
+            counts[job.args if isinstance(job.args, str) else canonical_args(job.args)] += 1
+        return {name: counts[canonical_args({"task": name})] for name in names}
+
+    # A fresh installation's first leader runs every pass at once.
+    wait_for(lambda: all(runs().values()), timeout=30, message="every pass's first run")
+    first = min(job.created_at for job in Job.select().where(Job.kind == "periodic_task"))
+    time.sleep(36)  # room for bulk_actions' third run (every 15 s) and goods_delivery_schedule's second (30 s)
+    workers.stop_all()
+    last = max(job.created_at for job in Job.select().where(Job.kind == "periodic_task"))
+    window = (last - first).total_seconds()
+    counted = runs()
+    for name, (interval, _) in SPEC_5_1.items():
+        most = int(window // interval) + 1  # never two runs in one interval, whichever worker leads
+        assert 1 <= counted[name] <= most, (name, counted, window)
+    assert counted["bulk_actions"] >= 3 and counted["goods_delivery_schedule"] >= 2, (counted, window)
+    assert {job.state for job in Job.select().where(Job.kind == "periodic_task")} <= {"completed", "available"}
