@@ -18,25 +18,37 @@ Each problem is a sentence naming the path to the value (`reply_markup.inline_ke
 """
 
 import datetime
+import functools
 import json
 import re
 import types
 import typing
 
-import aiogram.methods
-from aiogram.client.default import Default
-from aiogram.methods.base import Response, TelegramMethod
-from aiogram.types import BufferedInputFile, InputFile
-from aiogram.utils.keyboard import InlineKeyboardBuilder
 from pydantic import BaseModel, ValidationError
 
-METHODS = {
-    model.__api_method__: model
-    for model in vars(aiogram.methods).values()
-    if isinstance(model, type)
-    and issubclass(model, TelegramMethod)
-    and isinstance(getattr(model, "__api_method__", None), str)
-}
+
+@functools.cache
+def _aiogram():
+    """aiogram, imported on first use: building its models takes seconds, which every test process that
+    only collects this module would pay."""
+    import aiogram.methods
+    from aiogram.client.default import Default
+    from aiogram.methods.base import Response, TelegramMethod
+    from aiogram.types import BufferedInputFile, InlineKeyboardButton, InputFile
+    from aiogram.utils.keyboard import InlineKeyboardBuilder
+
+    methods = {
+        model.__api_method__: model
+        for model in vars(aiogram.methods).values()
+        if isinstance(model, type)
+        and issubclass(model, TelegramMethod)
+        and isinstance(getattr(model, "__api_method__", None), str)
+    }
+    return types.SimpleNamespace(
+        methods=methods, Default=Default, Response=Response, BufferedInputFile=BufferedInputFile,
+        InlineKeyboardButton=InlineKeyboardButton, InputFile=InputFile, InlineKeyboardBuilder=InlineKeyboardBuilder,
+    )  # fmt: skip
+
 
 # What the Bot API documentation states for the parameters the bot sends: (least, most, unit).
 CHARACTERS, BYTES = "characters", "bytes"
@@ -72,15 +84,12 @@ NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 UPLOADED = object()  # a file that came as a part of the multipart upload
 
 
-def method_model(method):
-    return METHODS.get(method)
-
-
 # --- requests -------------------------------------------------------------------------------------------
 
 
 def request_problems(method, params, files=()):
-    model = METHODS.get(method)
+    api = _aiogram()
+    model = api.methods.get(method)
     if model is None:
         return [f"{method}: no such Bot API method"]
     fields = _fields(model)
@@ -112,7 +121,7 @@ def request_problems(method, params, files=()):
         return problems
     try:
         model.model_validate(
-            {name: BufferedInputFile(b"", name) if value is UPLOADED else value for name, value in decoded.items()}
+            {name: api.BufferedInputFile(b"", name) if value is UPLOADED else value for name, value in decoded.items()}
         )
     except ValidationError as error:
         return [f"{method}: {line}" for line in _errors(error)]
@@ -165,10 +174,9 @@ def keyboard_problems(rows, path):
     """An inline keyboard: rows and button counts within aiogram's InlineKeyboardBuilder's limits (8 a row,
     100 in all), each button with a text and exactly one action, callback data of 1-64 bytes."""
     problems = []
+    api = _aiogram()
     try:
-        from aiogram.types import InlineKeyboardButton
-
-        InlineKeyboardBuilder(markup=[[InlineKeyboardButton(**button) for button in row] for row in rows])
+        api.InlineKeyboardBuilder(markup=[[api.InlineKeyboardButton(**button) for button in row] for row in rows])
     except (ValueError, TypeError) as error:
         problems.append(f"{path}.inline_keyboard: {error}")
     for row_index, row in enumerate(rows):
@@ -195,7 +203,8 @@ def keyboard_problems(rows, path):
 
 
 def response_problems(method, status, body):
-    model = METHODS.get(method)
+    api = _aiogram()
+    model = api.methods.get(method)
     if not isinstance(body, dict) or not isinstance(body.get("ok"), bool):
         return [f"{method}: the answer is not the Bot API's {{ok, ...}} object"]
     problems = []
@@ -219,11 +228,13 @@ def response_problems(method, status, body):
     if body["ok"] and "result" in body:
         problems += _shape(returning, body["result"], f"{method} result")
     if "parameters" in body:
-        problems += _shape(Response.model_fields["parameters"].annotation, body["parameters"], f"{method} parameters")
+        problems += _shape(
+            api.Response.model_fields["parameters"].annotation, body["parameters"], f"{method} parameters"
+        )
     if problems:
         return problems
     try:
-        answer = Response[returning].model_validate(body)
+        answer = api.Response[returning].model_validate(body)
     except ValidationError as error:
         return [f"{method} answer: {line}" for line in _errors(error)]
     if method == "getUpdates" and body["ok"]:
@@ -276,7 +287,7 @@ def _shape(annotation, value, path):
         return [] if isinstance(value, dict) else [f"{path}: {_json_type(value)}, not an object"]
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return _model_shape(annotation, value, path)
-    if isinstance(annotation, type) and issubclass(annotation, (Default, InputFile)):
+    if isinstance(annotation, type) and issubclass(annotation, (_aiogram().Default, _aiogram().InputFile)):
         return [f"{path}: {_json_type(value)} where only a client-side {annotation.__name__} fits"]
     expected = {
         bool: lambda v: isinstance(v, bool),
@@ -355,7 +366,8 @@ def _is_structured(annotation):
 
 
 def _accepts_file(annotation):
-    return any(isinstance(member, type) and issubclass(member, InputFile) for member in _members(annotation))
+    file = _aiogram().InputFile
+    return any(isinstance(member, type) and issubclass(member, file) for member in _members(annotation))
 
 
 def _json_type(value):
