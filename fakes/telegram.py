@@ -16,6 +16,9 @@ button press, a pre_checkout_query, a successful_payment — or a raw update
 (its update_id may repeat one already queued: that is Telegram delivering an
 update again); read each chat's transcript, every accepted call, the answers
 to callbacks and pre-checkout queries, the forum topics; set membership;
+with `record=True`, every Bot API exchange (the parameters and files each
+request carried, the status and body of its answer, as sent: `exchanges()`;
+off by default, so a long-running dev fake does not grow);
 inject faults per method: 429 with retry_after, 403 (and `block(chat)` for a
 user who blocked the bot), 5xx, slow answers (the call takes effect, its
 answer comes `delay` seconds later).
@@ -55,6 +58,11 @@ MAX_REQUEST_BYTES = 20 << 20  # sendPhoto uploads
 MAX_UPDATES_PER_CALL = 100
 MAX_TEXT_LENGTH = 4096
 MAX_CALLBACK_DATA_BYTES = 64
+MAX_BUTTONS_PER_ROW = 8  # an inline keyboard's sizes, as aiogram's InlineKeyboardBuilder keeps them
+MAX_BUTTONS = 100
+BUTTON_ACTIONS = {"url", "callback_data", "web_app", "login_url", "switch_inline_query",
+                  "switch_inline_query_current_chat", "switch_inline_query_chosen_chat", "copy_text", "callback_game",
+                  "pay"}  # a button has exactly one  # fmt: skip
 FAULTS = ("429", "403", "5xx", "slow")
 CHAT_PAGE = Path(__file__).with_name("telegram_chat.html")
 SAVE_INTERVAL_S = 1.0
@@ -76,6 +84,16 @@ METHODS = (
     "getChatMember",
     "getFile",
 )
+# getChatMember's statuses, each answered with the fields its ChatMember type has (a restricted user is
+# still a member, with no rights; a banned one until 0, for ever).
+CHAT_MEMBER_STATUSES = ("creator", "administrator", "member", "restricted", "left", "kicked")
+ADMINISTRATOR_RIGHTS = ("can_manage_chat", "can_delete_messages", "can_manage_video_chats", "can_restrict_members",
+                        "can_promote_members", "can_change_info", "can_invite_users", "can_post_stories",
+                        "can_edit_stories", "can_delete_stories", "can_send_welcome_messages")  # fmt: skip
+RESTRICTED_RIGHTS = ("can_send_messages", "can_send_audios", "can_send_documents", "can_send_photos",
+                     "can_send_videos", "can_send_video_notes", "can_send_voice_notes", "can_send_polls",
+                     "can_send_other_messages", "can_add_web_page_previews", "can_react_to_messages", "can_edit_tag",
+                     "can_change_info", "can_invite_users", "can_pin_messages", "can_manage_topics")  # fmt: skip
 # Methods whose first parameter is a chat: a 403 for a blocked user applies to them.
 CHAT_METHODS = ("sendMessage", "editMessageText", "sendPhoto", "sendInvoice")
 
@@ -101,10 +119,18 @@ class FakeTelegram(ServedFake):
     thread_name = "fake-telegram"
 
     def __init__(
-        self, token=DEV_TOKEN, host="127.0.0.1", port=0, bot_username="omniflow_dev_bot", state_file=None, fresh=False
+        self,
+        token=DEV_TOKEN,
+        host="127.0.0.1",
+        port=0,
+        bot_username="omniflow_dev_bot",
+        state_file=None,
+        fresh=False,
+        record=False,
     ):
         self._init_served(host, port)
         self.token = token
+        self.record = record
         self.state_file = None if state_file is None else Path(state_file)
         self._saved = None  # the state last written, so an unchanged world is not written again
         self._saver = None
@@ -164,6 +190,7 @@ class FakeTelegram(ServedFake):
         self._next_thread_id = 100
         self._members = {}  # (chat, user_id) -> status
         self._files = {}  # file_id -> (path, bytes)
+        self._exchanges = []  # with record=True: every Bot API request and its answer
 
     def _state(self):
         """What a restart keeps: the world as users and the bot see it, not the calls, faults or stats."""
@@ -267,16 +294,12 @@ class FakeTelegram(ServedFake):
             if message_id is None:
                 with_buttons = [m for m in transcript if m["from"] == "bot" and m.get("reply_markup")]
                 message_id = with_buttons[-1]["message_id"] if with_buttons else None
-            shown = next((m for m in transcript if m["message_id"] == message_id), None)
-            message = {
-                "message_id": message_id or 0,
-                "from": self.bot_user,
-                "chat": _private_chat(user, chat),
-                "date": int(time.time()),
-                "text": shown["text"] if shown else "",
-            }
-            if shown and shown.get("reply_markup"):
-                message["reply_markup"] = shown["reply_markup"]
+            shown = next((m for m in transcript if m["message_id"] == message_id and m["from"] == "bot"), None)
+            if shown is not None:  # the message with the button, as Telegram shows it: its text, photo or invoice
+                message = {**self._message_json(chat, shown), "chat": _private_chat(user, chat)}
+            else:  # no message of the bot's has that id (a forged press): one with nothing in it
+                message = {"message_id": message_id or 0, "from": self.bot_user, "chat": _private_chat(user, chat),
+                           "date": int(time.time())}  # fmt: skip
             if shown and shown["at"] < time.time() - MESSAGE_ACCESSIBLE_S:
                 message = {"message_id": message_id, "chat": _private_chat(user, chat), "date": 0}
             query_id = str(secrets.randbits(63))
@@ -390,6 +413,9 @@ class FakeTelegram(ServedFake):
             (self._blocked.add if blocked else self._blocked.discard)(int(chat_id))
 
     def set_member(self, chat_id, user_id, status):
+        """getChatMember's answer for this user in this chat from now on: one of CHAT_MEMBER_STATUSES."""
+        if status not in CHAT_MEMBER_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(CHAT_MEMBER_STATUSES)}")
         with self._lock:
             self._members[(str(chat_id), int(user_id))] = status
 
@@ -407,6 +433,13 @@ class FakeTelegram(ServedFake):
         """Every call that took effect, oldest first."""
         with self._lock:
             return [dict(call) for call in self._accepted if method in (None, call["method"])]
+
+    def exchanges(self, method=None):
+        """With record=True: every Bot API call, oldest first, as it crossed the wire — method, params (the
+        values as sent: strings from a query or form, JSON values from a JSON body), files ({name: bytes}),
+        status and body (the JSON answer)."""
+        with self._lock:
+            return [dict(exchange) for exchange in self._exchanges if method in (None, exchange["method"])]
 
     def accepted_count(self, method=None):
         """How many calls took effect, without copying them (a load test polls this)."""
@@ -577,36 +610,44 @@ class FakeTelegram(ServedFake):
 
     def _api_route(self, handler, path, query, raw):
         token, _, method = path[len("/bot") :].partition("/")
+        params, files = {}, {}
         if token != self.token:
-            self._json(handler, 401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
-            return
-        if method not in METHODS:
-            self._json(handler, 404, {"ok": False, "error_code": 404, "description": "Not Found"})
-            return
-        with self._lock:
-            self._calls[method] = self._calls.get(method, 0) + 1
-        try:
-            params, files = _parameters(handler, query, raw)
-            fault = self._draw_fault(method, params)
-            if fault and fault["fault"] == "429":
-                retry_after = fault["retry_after"]
-                raise ApiError(429, f"Too Many Requests: retry after {retry_after}", {"retry_after": retry_after})
-            if fault and fault["fault"] == "5xx":
-                raise ApiError(500, "Internal Server Error")
-            if fault and fault["fault"] == "403":
-                raise ApiError(403, "Forbidden: bot was blocked by the user")
-            if method in CHAT_METHODS and _int(params.get("chat_id"), "chat_id") in self._blocked:
-                raise ApiError(403, "Forbidden: bot was blocked by the user")
-            result = getattr(self, "_api_" + method)(params, files)
-        except ApiError as error:
-            body = {"ok": False, "error_code": error.status, "description": error.description}
-            if error.parameters:
-                body["parameters"] = error.parameters
-            self._json(handler, error.status, body)
-            return
+            status, body = 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
+        elif method not in METHODS:
+            status, body = 404, {"ok": False, "error_code": 404, "description": "Not Found"}
+        else:
+            with self._lock:
+                self._calls[method] = self._calls.get(method, 0) + 1
+            try:
+                params, files = _parameters(handler, query, raw)
+                status, body = 200, {"ok": True, "result": self._api_call(method, params, files)}
+            except ApiError as error:
+                status, body = error.status, {"ok": False, "error_code": error.status, "description": error.description}
+                if error.parameters:
+                    body["parameters"] = error.parameters
+        if self.record:  # before the answer leaves, so a client that got it finds it recorded
+            sent = json.loads(json.dumps(body))
+            exchange = {"method": method, "params": params, "files": files, "status": status, "body": sent}
+            with self._lock:
+                self._exchanges.append(exchange)
+        self._json(handler, status, body)
+
+    def _api_call(self, method, params, files):
+        """The call's result, or ApiError; a slow fault answers `delay` seconds after the call took effect."""
+        fault = self._draw_fault(method, params)
+        if fault and fault["fault"] == "429":
+            retry_after = fault["retry_after"]
+            raise ApiError(429, f"Too Many Requests: retry after {retry_after}", {"retry_after": retry_after})
+        if fault and fault["fault"] == "5xx":
+            raise ApiError(500, "Internal Server Error")
+        if fault and fault["fault"] == "403":
+            raise ApiError(403, "Forbidden: bot was blocked by the user")
+        if method in CHAT_METHODS and _int(params.get("chat_id"), "chat_id") in self._blocked:
+            raise ApiError(403, "Forbidden: bot was blocked by the user")
+        result = getattr(self, "_api_" + method)(params, files)
         if fault and fault["fault"] == "slow":
             self._stopping.wait(fault["delay"])
-        self._json(handler, 200, {"ok": True, "result": result})
+        return result
 
     def _json(self, handler, status, body):
         data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
@@ -685,6 +726,7 @@ class FakeTelegram(ServedFake):
                 )
             entry["text"] = text
             entry["edited"] = True
+            entry["edited_at"] = time.time()
             if markup is None:
                 entry.pop("reply_markup", None)
             else:
@@ -807,8 +849,7 @@ class FakeTelegram(ServedFake):
         user_id = _int(_required(params, "user_id"), "user_id")
         with self._lock:
             status = self._members.get((chat, user_id), "left")
-        user = {"id": user_id, "is_bot": False, "first_name": f"user {user_id}"}
-        return {"status": status, "user": user}
+        return _chat_member(status, {"id": user_id, "is_bot": False, "first_name": f"user {user_id}"})
 
     def _api_getFile(self, params, files):
         file_id = str(_required(params, "file_id"))
@@ -852,6 +893,8 @@ class FakeTelegram(ServedFake):
             message["invoice"] = entry["invoice"]
         else:
             message["text"] = entry.get("text") or ""
+        if entry.get("edited_at"):
+            message["edit_date"] = int(entry["edited_at"])
         if entry.get("reply_markup"):
             message["reply_markup"] = entry["reply_markup"]
         if entry.get("message_thread_id"):
@@ -974,6 +1017,20 @@ def _user(user):
     return shaped
 
 
+def _chat_member(status, user):
+    """A ChatMember of Telegram's for this status: the fields its type requires."""
+    member = {"status": status, "user": user}
+    if status in ("creator", "administrator"):
+        member["is_anonymous"] = False
+    if status == "administrator":
+        member.update({"can_be_edited": False, **dict.fromkeys(ADMINISTRATOR_RIGHTS, True)})
+    if status == "restricted":
+        member.update({"is_member": True, **dict.fromkeys(RESTRICTED_RIGHTS, False), "until_date": 0})
+    if status == "kicked":
+        member["until_date"] = 0
+    return member
+
+
 def _private_chat(user, chat):
     shaped = {"id": chat, "type": "private" if chat > 0 else "supergroup", "first_name": user["first_name"]}
     if user.get("username"):
@@ -1053,16 +1110,20 @@ def _json_param(params, name):
 
 
 def _markup(params):
-    """The inline keyboard, checked as Telegram checks it (callback data of 1-64 bytes)."""
+    """The inline keyboard, checked as Telegram checks it: callback data of 1-64 bytes, a button with a text
+    and an action, at most 8 buttons a row and 100 in all."""
     markup = _json_param(params, "reply_markup")
     if markup in (None, "", {}):
         return None
     rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
     if not isinstance(rows, list):
         raise _bad_request("can't parse reply keyboard markup JSON object")
+    widths = [len(row) if isinstance(row, list) else 1 for row in rows]
+    if any(width > MAX_BUTTONS_PER_ROW for width in widths) or sum(widths) > MAX_BUTTONS:
+        raise _bad_request("BUTTONS_TOO_MUCH")
     for row in rows:
         for button in row if isinstance(row, list) else [None]:
-            if not isinstance(button, dict) or not button.get("text"):
+            if not isinstance(button, dict) or not button.get("text") or not set(button) & BUTTON_ACTIONS:
                 raise _bad_request(
                     "can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard"
                 )
