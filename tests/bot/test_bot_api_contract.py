@@ -44,7 +44,7 @@ from integrations.remnawave import RemnawaveClient
 from models.base import utcnow
 from models.commerce import Customer, Subscription
 from models.support import SupportTicket
-from ops import campaigns, sealing, support
+from ops import campaign_expansion, campaigns, sealing, support
 from ops.records import queue_customer_notice
 from tests.conftest import TEST_DATA_KEY
 from tests.support import backends, botapi, sales
@@ -213,6 +213,7 @@ def _run_flows(bot, fake):
     fake.block(IRA["id"])
     campaigns.create_campaign("announcement", "Maintenance tonight at 02:00 UTC.", "alice", "maintenance")
     campaigns.create_campaign("campaign", "Spring sale: 30 % off every plan this week.", "alice", "spring sale")
+    campaign_expansion.run()  # the worker's pass writes their recipients
     delivery = CampaignDelivery(telebot, stop, rate=100)
     delivery.tick()
     delivery.tick()
