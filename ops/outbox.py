@@ -43,7 +43,8 @@ SECRET_BYTES = 32
 SECRET_MIN_BYTES, SECRET_MAX_BYTES = 24, 64
 URL_MAX = 2000
 TOPICS_MAX = 50
-_TOPIC = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+TOPIC_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+_TOPIC = re.compile(TOPIC_PATTERN)
 
 PENDING, RETRYING, DELIVERED, DEAD = "pending", "retrying", "delivered", "dead"
 UNFINISHED = (PENDING, RETRYING)

@@ -29,7 +29,7 @@ from web.problems import Problem
 
 REJECTED_STATUS = {
     campaigns.EMPTY_AUDIENCE: 422,
-    campaigns.PLAN_NOT_FOUND: 422,
+    campaigns.PLAN_NOT_FOUND: 404,  # a body naming a missing plan: 404, as gift cards, access codes and checkout
     campaigns.CAMPAIGN_NOT_FOUND: 404,
     campaigns.CAMPAIGN_STATE_CONFLICT: 409,
 }

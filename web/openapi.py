@@ -23,6 +23,7 @@ from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSE
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import anomalies, telemetry
 from ops import campaigns as ops_campaigns
+from ops import operators, outbox, telemetry
 from ops import support as ops_support
 from web import admin, backoffice, panel
 from web import bulk as web_bulk
@@ -347,6 +348,13 @@ OVERVIEW = _object(
     }
 )
 TIME_ZONE = _object({"timeZone": {"type": "string", "description": "an IANA zone, e.g. Europe/Moscow"}})
+TIME_ZONE_CHANGE = _object({"timeZone": {**TIME_ZONE["properties"]["timeZone"], "enum": list(operators.time_zones())}})
+# What names a change request (web/panel.py change_request_id): 1 to 64 printable characters.
+REQUEST_ID = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[ -~]+$"}
+# An outbox topic name (ops/outbox.py).
+TOPIC = {"type": "string", "pattern": outbox.TOPIC_PATTERN}
+TOPICS_MAX = outbox.TOPICS_MAX
+PLAN_ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
 QUEUED_CHANGE = _object({"operationId": INTEGER, "operation": STRING, "status": STRING})
 
 BEARER = [{"operatorToken": []}]
@@ -355,15 +363,22 @@ REASON = {
     "name": "X-Operator-Reason",
     "in": "header",
     "required": True,
-    "schema": {"type": "string", "minLength": 1},
+    "schema": {"type": "string", "minLength": 1, "maxLength": 500, "pattern": "[^ \\t]"},
     "description": "Why; written to the audit event. Plain UTF-8, or RFC 8187's UTF-8'' form with the reason"
     " percent-encoded (what the panel's forms send: a browser sends no header outside Latin-1). At most 500"
     " characters once decoded (`reason_too_long` otherwise).",
 }
 
 
+# A row id: a positive whole number of at most 18 digits (web/answers.py parsed_id: below BIGINT's limit).
+ROW_ID = {"type": "integer", "minimum": 1, "maximum": 10**18 - 1}
+# A cursor this API returned: unpadded URL-safe base64 of the last row's id (web/panel.py encode_cursor). Opaque:
+# another string of these characters is refused with 400 `invalid_cursor`.
+CURSOR = {"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "description": "nextCursor of the previous page"}
+
+
 def _id_parameter(name):
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"}}
+    return {"name": name, "in": "path", "required": True, "schema": ROW_ID}
 
 
 def _query(name, schema, description=""):
@@ -468,7 +483,11 @@ def document():
                 "security": SESSION,
                 "responses": {"200": _ok(WHOAMI), "401": UNAUTHORIZED},
             },
-            "delete": {"summary": "Sign out", "responses": {"204": {"description": "signed out"}}},
+            "delete": {
+                "summary": "Sign out: ends the session the cookie names, if any",
+                "security": [*SESSION, {}],
+                "responses": {"204": {"description": "signed out"}},
+            },
         },
         "/v1/panel/system/jobs": {
             "get": {
@@ -481,8 +500,8 @@ def document():
                 "parameters": [
                     _query("status", {"type": "string", "enum": list(OPERATION_STATUSES)}, "default: failed"),
                     _query("operation", {"type": "string", "enum": list(OPERATIONS)}),
-                    _query("entitlementId", {"type": "string", "pattern": "^[0-9]{1,18}$"}),
-                    _query("cursor", STRING, "nextCursor of the previous page"),
+                    _query("entitlementId", ROW_ID),
+                    _query("cursor", CURSOR),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": panel.MAX_PAGE}, "default: 25"),
                 ],
                 "responses": {
@@ -557,8 +576,8 @@ def document():
             "summary": "Queue an operator change of one subscription (subscriptions.write, audited; SPEC 2.19)",
             "security": SESSION,
             "parameters": [
-                {"name": "customerID", "in": "path", "required": True, "schema": STRING},
-                {"name": "subscriptionID", "in": "path", "required": True, "schema": STRING},
+                _text_id("customerID"),
+                _text_id("subscriptionID"),
                 REASON,
             ],
             "requestBody": {
@@ -578,13 +597,13 @@ def document():
                                         "set_squads",
                                     ],
                                 },
-                                "requestId": {"type": "string", "minLength": 1, "maxLength": 64},
+                                "requestId": REQUEST_ID,
                                 "endsAt": {"type": "string", "format": "date-time"},
                                 "trafficLimitBytes": {"type": ["integer", "null"], "minimum": 0},
                                 "deviceLimit": {"type": ["integer", "null"], "minimum": 0},
                                 "squadIds": {"type": "array", "items": STRING},
                             },
-                            required=["operation"],
+                            required=["operation", "requestId"],
                         )
                     }
                 },
@@ -644,13 +663,16 @@ def document():
                             {
                                 "url": {"type": "string", "format": "uri", "maxLength": 2000},
                                 "topics": {
-                                    "type": ["array", "string"],
-                                    "items": STRING,
+                                    "oneOf": [
+                                        {"type": "string", "pattern": "^[*]$"},
+                                        {"type": "array", "items": TOPIC, "minItems": 1, "maxItems": TOPICS_MAX},
+                                    ],
                                     "description": 'topic names, or "*" for every topic',
                                 },
                                 "secret": {
                                     "type": "string",
-                                    "pattern": "^whsec_[A-Za-z0-9+/=]+$",
+                                    # 24 to 63 bytes in whole groups of base64 (the code takes up to 64).
+                                    "pattern": "^whsec_(?:[A-Za-z0-9+/]{4}){8,21}$",
                                     "description": "Standard Webhooks signing secret: whsec_ + 24-64 bytes of base64",
                                 },
                             }
@@ -718,7 +740,9 @@ def document():
 
 
 def _text_id(name):
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1, "maxLength": 64}}
+    # 1 to 64 printable characters (web/backoffice.py text_id); described as ASCII's, what Omniflow's ids are.
+    schema = {"type": "string", "minLength": 1, "maxLength": backoffice.TEXT_ID_MAX, "pattern": "^[ -~]+$"}
+    return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
 def _get(summary, schema, parameters=(), not_found=None):
@@ -729,7 +753,7 @@ def _get(summary, schema, parameters=(), not_found=None):
 
 
 PAGE = [
-    _query("cursor", STRING, "nextCursor of the previous page"),
+    _query("cursor", CURSOR),
     _query("limit", {"type": "integer", "minimum": 1, "maximum": backoffice.MAX_PAGE}, "default: 25"),
 ]
 NO_CUSTOMER = "no such customer (`customer_not_found`)"
@@ -824,7 +848,7 @@ def _back_office_paths():
             "put": {
                 "summary": "Set one's own time zone (audited `operator.time_zone_changed`)",
                 "security": SESSION,
-                "requestBody": {"required": True, "content": {"application/json": {"schema": TIME_ZONE}}},
+                "requestBody": {"required": True, "content": {"application/json": {"schema": TIME_ZONE_CHANGE}}},
                 "responses": {
                     "200": _ok(TIME_ZONE),
                     "400": _error("not an IANA zone (`invalid_time_zone`) or not a JSON object (`invalid_body`)"),
@@ -917,7 +941,7 @@ def _back_office_paths():
                         "application/json": {
                             "schema": _object(
                                 {
-                                    "planId": {**INTEGER, "minimum": 1},
+                                    "planId": PLAN_ID,
                                     "validDays": {**INTEGER, "minimum": 1, "maximum": 3650},
                                 },
                                 ["planId", "validDays"],
@@ -950,7 +974,7 @@ def _back_office_paths():
                         "application/json": {
                             "schema": _object(
                                 {
-                                    "planId": {**INTEGER, "minimum": 1},
+                                    "planId": PLAN_ID,
                                     "maxActivations": {**INTEGER, "minimum": 1, "maximum": 1000000},
                                     "validDays": {**INTEGER, "minimum": 1, "maximum": 3650},
                                     "code": {"type": "string", "maxLength": 64},
@@ -1042,13 +1066,11 @@ def _back_office_paths():
                             "schema": _object(
                                 {
                                     "requestId": {
-                                        "type": "string",
-                                        "minLength": 1,
-                                        "maxLength": 64,
-                                        "description": "names the request (or X-Request-ID): a replay queues nothing",
+                                        **REQUEST_ID,
+                                        "description": "names the request: a replay queues nothing. Required here"
+                                        " unless the X-Request-ID header names it",
                                     }
                                 },
-                                [],
                             )
                         }
                     },
@@ -1069,16 +1091,17 @@ def _back_office_paths():
     return paths
 
 
+CHECKOUT_TEXT = {"type": "string", "minLength": 1, "maxLength": web_checkout.TEXT_MAX, "pattern": "^[ -~]+$"}
 CHECKOUT_REQUEST = _object(
     {
-        "customerId": STRING,
+        "customerId": CHECKOUT_TEXT,
         "kind": {"type": "string", "enum": list(ORDERABLE_KINDS)},
         "provider": {"type": "string", "enum": list(PAYMENT_METHODS)},
         "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
-        "requestId": {"type": "string", "minLength": 1, "maxLength": web_checkout.REQUEST_ID_MAX},
+        "requestId": {**CHECKOUT_TEXT, "maxLength": web_checkout.REQUEST_ID_MAX},
         "planId": INTEGER,
         "addonId": INTEGER,
-        "subscriptionId": STRING,
+        "subscriptionId": CHECKOUT_TEXT,
         "amountMinor": {
             "type": "integer",
             "minimum": 1,
@@ -1239,7 +1262,7 @@ CAMPAIGN_AUDIENCE = {
         "enum": list(ops_campaigns.SEGMENTS),
         "description": "default: all (or the customers named in customerIds)",
     },
-    "planId": {"type": "integer", "description": "the plan whose holders the audience `plan` is"},
+    "planId": {**PLAN_ID, "description": "the plan whose holders the audience `plan` is"},
     "customerIds": {
         "type": "array",
         "items": STRING,
@@ -1361,9 +1384,9 @@ def _campaign_paths():
                     ),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
+                    "404": _error("no such plan (`plan_not_found`)"),
                     "422": _error(
-                        "started now, nobody in the audience can be reached through the bot (`empty_audience`);"
-                        " no such plan (`plan_not_found`)"
+                        "started now, nobody in the audience can be reached through the bot (`empty_audience`)"
                     ),
                 },
             }
@@ -1392,7 +1415,7 @@ def _campaign_paths():
                     "400": _error("`invalid_campaign_kind`, `invalid_audience`"),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
-                    "422": _error("no such plan (`plan_not_found`)"),
+                    "404": _error("no such plan (`plan_not_found`)"),
                 },
             }
         },

@@ -110,7 +110,7 @@ def test_bad_campaigns_are_refused_with_their_code_and_write_nothing(web):
         ({"text": TEXT, "audience": "plan"}, 400, "invalid_audience"),
         ({"text": TEXT, "audience": "active", "planId": plan_id}, 400, "invalid_audience"),
         ({"text": TEXT, "audience": "active", "customerIds": ["c1"]}, 400, "invalid_audience"),
-        ({"text": TEXT, "audience": "plan", "planId": 999}, 422, "plan_not_found"),
+        ({"text": TEXT, "audience": "plan", "planId": 999}, 404, "plan_not_found"),
         ({"text": TEXT, "startAt": "tomorrow"}, 400, "invalid_schedule"),
         ({"text": TEXT, "startAt": "2026-12-01T10:00:00Z", "draft": True}, 400, "invalid_schedule"),
         ({"text": TEXT, "startAt": "2999-01-01T00:00:00Z"}, 400, "invalid_schedule"),
