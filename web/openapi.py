@@ -21,9 +21,8 @@ from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES
 from models.fulfillment import ENTITLEMENT_STATUSES, OPERATION_STATUSES, OPERATIONS
 from models.payments import INTENT_STATUSES, REFUND_DESTINATIONS, REFUND_STATUSES, WEBHOOK_VERDICTS
 from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
-from ops import anomalies, telemetry
+from ops import anomalies, operators, outbox, telemetry
 from ops import campaigns as ops_campaigns
-from ops import operators, outbox, telemetry
 from ops import support as ops_support
 from web import admin, backoffice, panel
 from web import bulk as web_bulk
