@@ -48,6 +48,8 @@
   .badge.off { background: #f2f4f7; color: var(--muted); }
   details.panel-box summary { cursor: pointer; font-weight: 600; }
   details form { margin-top: 8px; }
+  /* The shared header does not wrap yet (issue 21, item 7): on a phone, wrap it here so this page fits. */
+  @media (max-width: 700px) { header { flex-wrap: wrap; } header .who { margin-left: 0; } }
 </style>
 <h1>Plans and add-ons</h1>
 <p class="muted">What the bot sells. A change shows in the bot at once. A price change applies to new orders only: an order keeps the price it was placed at, paid or still waiting for payment. A plan is never deleted: take it off sale, and whoever holds it keeps their access.</p>
