@@ -18,7 +18,7 @@ UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, bu
   c.type !== 'hidden' && !(c.labels && c.labels.length) && !c.getAttribute('aria-label') && !c.title
   && !(c.tagName === 'BUTTON' && c.textContent.trim())).map(c => c.outerHTML)"""
 WIDE = """() => [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right >
-  document.documentElement.clientWidth).map(e => e.tagName + '.' + e.className + ' ' + (e.getAttribute('name') || ''))"""
+  document.documentElement.clientWidth).map(e => e.tagName + '.' + e.className)"""
 OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
 
