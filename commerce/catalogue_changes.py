@@ -192,38 +192,53 @@ def addons_with_prices():
 
 def _plan_values(values, before):
     _known(values, PLAN_FIELDS)
-    merged = dict(before or {"trafficGb": None, "deviceLimit": None, "squads": [], "graceHours": 0,
-                             "trial": False, "active": True})  # fmt: skip
-    merged.update(values)
+    defaults = {
+        "trafficGb": None,
+        "deviceLimit": None,
+        "squads": [],
+        "graceHours": 0,
+        "trial": False,
+        "active": True,
+        "prices": {},
+    }
+    checked = _checker(values, before, defaults)
+    days, grace = f"a plan lasts a whole number of days, 1 to {MAX_DAYS}", f"grace is 0 to {MAX_GRACE_HOURS} hours"
     wanted = {
-        "code": _code(merged.get("code")),
-        "name": _name(merged.get("name")),
-        "durationDays": _whole(
-            merged.get("durationDays"),
-            1,
-            MAX_DAYS,
-            INVALID_DURATION,
-            f"a plan lasts a whole number of days, 1 to {MAX_DAYS}",
-        ),  # fmt: skip
-        "trafficGb": _limit(merged.get("trafficGb"), "traffic"),
-        "deviceLimit": _limit(merged.get("deviceLimit"), "device limit"),
-        "squads": _squads(merged.get("squads")),
-        "graceHours": _whole(
-            merged.get("graceHours"),
-            0,
-            MAX_GRACE_HOURS,
-            INVALID_GRACE,
-            f"grace is a whole number of hours, 0 to {MAX_GRACE_HOURS}",
-        ),  # fmt: skip
-        "trial": _flag(merged.get("trial"), "trial"),
-        "active": _flag(merged.get("active"), "active"),
-        "prices": _prices(merged.get("prices", {})),
+        "code": checked("code", _code),
+        "name": checked("name", _name),
+        "durationDays": checked("durationDays", lambda v: _whole(v, 1, MAX_DAYS, INVALID_DURATION, days)),
+        "trafficGb": checked("trafficGb", lambda v: _limit(v, "traffic")),
+        "deviceLimit": checked("deviceLimit", lambda v: _limit(v, "device limit")),
+        "squads": checked("squads", _squads),
+        "graceHours": checked("graceHours", lambda v: _whole(v, 0, MAX_GRACE_HOURS, INVALID_GRACE, grace)),
+        "trial": checked("trial", lambda v: _flag(v, "trial")),
+        "active": checked("active", lambda v: _flag(v, "active")),
+        "prices": checked("prices", _prices),
     }
     if not wanted["trial"] and not wanted["prices"]:
         raise CatalogueChangeRejected(NO_PRICE, "a plan for sale needs a price in at least one currency")
-    if before is not None and "trafficGb" not in values:
+    if before is not None and wanted["trafficGb"] == before["trafficGb"]:
         wanted["trafficBytes"] = before["trafficBytes"]  # kept exactly, even if not whole GiB
     return wanted
+
+
+def _checker(values, before, defaults):
+    """check(field, check) → the field's value: what the change gives, else what the record has (or the
+    default of a new one). A value the change gives is checked unless it is the record's own already, so a
+    form sent back whole does not trip over what an earlier version let in (e.g. an older code's dot)."""
+
+    def check(field, checked):
+        if field not in values:
+            if before is not None:
+                return before[field]
+            if field not in defaults:
+                return checked(None)  # required: refused with the field's own words
+            return defaults[field]
+        if before is not None and values[field] == before[field]:
+            return before[field]
+        return checked(values[field])
+
+    return check
 
 
 def _plan_columns(wanted):
@@ -246,31 +261,26 @@ def _plan_columns(wanted):
 
 def _addon_values(values, before):
     _known(values, ADDON_FIELDS)
-    merged = dict(before or {"extraTrafficGb": 0, "extraDevices": 0, "active": True})
-    merged.update(values)
+    checked = _checker(values, before, {"extraTrafficGb": 0, "extraDevices": 0, "active": True, "prices": {}})
     wanted = {
-        "code": _code(merged.get("code")),
-        "name": _name(merged.get("name")),
-        "extraTrafficGb": _whole(
-            merged.get("extraTrafficGb"),
-            0,
-            MAX_LIMIT,
-            INVALID_LIMIT,
-            "extra traffic is a whole number of GiB, 0 or more",
-        ),  # fmt: skip
-        "extraDevices": _whole(
-            merged.get("extraDevices"), 0, MAX_LIMIT, INVALID_LIMIT, "extra devices are a whole number, 0 or more"
-        ),  # fmt: skip
-        "active": _flag(merged.get("active"), "active"),
-        "prices": _prices(merged.get("prices", {})),
+        "code": checked("code", _code),
+        "name": checked("name", _name),
+        "extraTrafficGb": checked(
+            "extraTrafficGb", lambda v: _whole(v, 0, MAX_LIMIT, INVALID_LIMIT, "extra traffic is a whole number of GiB")
+        ),
+        "extraDevices": checked(
+            "extraDevices",
+            lambda v: _whole(v, 0, MAX_LIMIT, INVALID_LIMIT, "extra devices are a whole number, 0 or more"),
+        ),
+        "active": checked("active", lambda v: _flag(v, "active")),
+        "prices": checked("prices", _prices),
     }
     if not wanted["prices"]:
         raise CatalogueChangeRejected(NO_PRICE, "an add-on needs a price in at least one currency")
-    if not wanted["extraTrafficGb"] and not wanted["extraDevices"]:
-        if before is None or "extraTrafficGb" in values or not before["extraTrafficBytes"]:
-            raise CatalogueChangeRejected(NO_EXTRA, "an add-on adds traffic, devices or both")
-    if before is not None and "extraTrafficGb" not in values:
+    if before is not None and wanted["extraTrafficGb"] == before["extraTrafficGb"]:
         wanted["extraTrafficBytes"] = before["extraTrafficBytes"]
+    if not wanted.get("extraTrafficBytes", wanted["extraTrafficGb"]) and not wanted["extraDevices"]:
+        raise CatalogueChangeRejected(NO_EXTRA, "an add-on adds traffic, devices or both")
     return wanted
 
 
