@@ -309,8 +309,8 @@ def _code(value):
 
 
 def _name(value):
-    if not isinstance(value, str) or not value.strip() or len(value) > 100:
-        raise CatalogueChangeRejected(INVALID_NAME, "a name is some text, at most 100 characters")
+    if not isinstance(value, str) or not value.strip() or len(value) > 100 or not value.isprintable():
+        raise CatalogueChangeRejected(INVALID_NAME, "a name is some text on one line, at most 100 characters")
     return value.strip()
 
 

@@ -68,7 +68,7 @@
     <td>{{', '.join(money(amount, currency) for currency, amount in plan['prices'].items()) or ('free' if plan['trial'] else 'no price')}}</td>
     <td>{{'unlimited' if plan['trafficBytes'] is None else traffic(plan['trafficBytes'])}}</td>
     <td>{{'unlimited' if plan['deviceLimit'] is None else plan['deviceLimit']}}</td>
-    <td title="{{' '.join(plan['squads'])}}">{{len(plan['squads']) or '–'}}</td>
+    <td>{{len(plan['squads']) or '–'}}</td>
     <td>{{plan['graceHours']}} h</td>
   </tr>
   % end
