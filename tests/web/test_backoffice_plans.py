@@ -70,7 +70,8 @@ def test_plans_and_addons_are_created_edited_and_taken_off_sale_each_change_audi
     assert plan_prices(plan["id"]) == {"RUB": 49900, "XTR": 600}
     assert offered_in_the_bot() == [plan["id"]]
 
-    edited = send(web, headers, f"/v1/panel/plans/{plan['id']}", {"prices": {"RUB": 59900}, "trafficGb": 200, "deviceLimit": None})
+    change = {"prices": {"RUB": 59900}, "trafficGb": 200, "deviceLimit": None}
+    edited = send(web, headers, f"/v1/panel/plans/{plan['id']}", change)
     check(edited, "/v1/panel/plans/{planID}", "post")
     assert edited.status_code == 200, edited.text
     assert plan_prices(plan["id"]) == {"RUB": 59900}  # the prices given are the plan's prices
