@@ -24,6 +24,7 @@ from web import (
     backoffice_goods,
     backoffice_messages,
     backoffice_pages,
+    backoffice_plans,
     bulk,
     campaigns,
     checkout,
@@ -62,6 +63,7 @@ def create_app(settings):
     app.merge(backoffice_codes.build())
     app.merge(backoffice_anomalies.build())
     app.merge(backoffice_goods.build())
+    app.merge(backoffice_plans.build())
     app.merge(campaigns.build())
     app.merge(bulk.build())
     app.merge(support.build())

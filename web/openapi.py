@@ -709,6 +709,7 @@ def document():
     paths.update(_bulk_paths())
     paths.update(_support_paths())
     paths.update(_goods_paths())
+    paths.update(_catalogue_paths())
     paths.update(_operator_paths())
     paths.update(_anomaly_paths())
     paths.update(_offer_paths())
@@ -1359,11 +1360,146 @@ def _goods_paths():
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such delivery (`delivery_not_found`)"),
-                    "409": _error("not in review (`delivery_not_in_review`), or its order cannot be refunded"
-                                  " (`refund_refused`)"),
+                    "409": _error(
+                        "not in review (`delivery_not_in_review`), or its order cannot be refunded (`refund_refused`)"
+                    ),
                 },
             }
         },
+    }
+
+
+PRICES = {
+    "type": "object",
+    "description": '{currency: minor units}, e.g. {"RUB": 19900, "XTR": 250}; a currency left out is not sold in',
+    "additionalProperties": {"type": "integer", "minimum": 1},
+}
+PLAN = _object(
+    {
+        "id": INTEGER,
+        "code": STRING,
+        "name": STRING,
+        "durationDays": INTEGER,
+        "prices": PRICES,
+        "trafficBytes": {**NULLABLE_INTEGER, "description": "null: unlimited"},
+        "trafficGb": {**NULLABLE_INTEGER, "description": "whole GiB, rounded down; null: unlimited"},
+        "deviceLimit": {**NULLABLE_INTEGER, "description": "null: unlimited"},
+        "squads": _array(STRING),
+        "graceHours": INTEGER,
+        "trial": BOOLEAN,
+        "active": {**BOOLEAN, "description": "on sale: offered in the bot and sold at checkout"},
+    }
+)
+PLAN_FIELDS = {
+    "code": {**STRING, "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+    "name": {**STRING, "maxLength": 100},
+    "durationDays": {**INTEGER, "minimum": 1, "maximum": 3650},
+    "prices": PRICES,
+    "trafficGb": {**NULLABLE_INTEGER, "minimum": 1, "description": "whole GiB; null or left out: unlimited"},
+    "deviceLimit": {**NULLABLE_INTEGER, "minimum": 1, "description": "null or left out: unlimited"},
+    "squads": _array({**STRING, "format": "uuid"}),
+    "graceHours": {**INTEGER, "minimum": 0, "maximum": 720},
+    "trial": BOOLEAN,
+    "active": BOOLEAN,
+}
+ADDON = _object(
+    {
+        "id": INTEGER,
+        "code": STRING,
+        "name": STRING,
+        "prices": PRICES,
+        "extraTrafficBytes": INTEGER,
+        "extraTrafficGb": INTEGER,
+        "extraDevices": INTEGER,
+        "active": BOOLEAN,
+    }
+)
+ADDON_FIELDS = {
+    "code": {**STRING, "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+    "name": {**STRING, "maxLength": 100},
+    "prices": PRICES,
+    "extraTrafficGb": {**INTEGER, "minimum": 0},
+    "extraDevices": {**INTEGER, "minimum": 0},
+    "active": BOOLEAN,
+}
+CATALOGUE_REFUSALS = (
+    "`no_price` (a plan for sale or an add-on without any price), `invalid_prices` (not a positive whole number of"
+    " minor units, or an unknown currency), `invalid_duration`, `invalid_limit`, `invalid_squads`, `invalid_grace`,"
+    " `invalid_code`, `invalid_name`, `invalid_flag`, `no_extra`, `unknown_field`, `reason_required`,"
+    " `invalid_body`; nothing is written"
+)
+
+
+def _catalogue_change(summary, description, body, answer, created, id_name=None):
+    responses = {
+        ("201" if created else "200"): _ok(answer, "Created" if created else "Changed"),
+        "400": _error(CATALOGUE_REFUSALS + (f", `invalid_{id_name[:-2].lower()}_id`" if id_name else "")),
+        "401": UNAUTHORIZED,
+        "403": FORBIDDEN,
+        "409": _error("the code names another plan or add-on (`code_taken`)"),
+    }
+    if id_name:
+        responses["404"] = _error(
+            f"no such {'plan' if id_name == 'planID' else 'add-on'} (`{id_name[:-2].lower()}_not_found`)"
+        )
+    parameters = ([_id_parameter(id_name)] if id_name else []) + [REASON]
+    return {
+        "post": {
+            "summary": summary,
+            "description": description,
+            "security": SESSION,
+            "parameters": parameters,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": responses,
+        }
+    }
+
+
+def _catalogue_paths():
+    kept = (
+        " A price change applies to orders placed after it: an order keeps the amount it was placed at"
+        " (docs/commerce.md)."
+    )
+    return {
+        "/v1/panel/plans": {
+            **_get(
+                "Every plan and add-on with its prices, on sale first (payments.read)",
+                _object({"plans": _array(PLAN), "addons": _array(ADDON)}),
+            ),
+            **_catalogue_change(
+                "Create a plan (payments.write, audited `catalogue.plan.created`)",
+                "A plan that is not a trial needs a price in at least one currency." + kept,
+                _object(PLAN_FIELDS, ["code", "name", "durationDays", "prices"]),
+                _object({"plan": PLAN}),
+                created=True,
+            ),
+        },
+        "/v1/panel/plans/{planID}": _catalogue_change(
+            "Change a plan, or put it on or off sale with `active` (payments.write, audited"
+            " `catalogue.plan.changed` / `.activated` / `.deactivated`)",
+            "The fields given replace the plan's; `prices` replaces every price. There is no delete: a plan off sale"
+            " is not offered nor sold, and whoever holds it keeps their period." + kept,
+            _object(PLAN_FIELDS, []),
+            _object({"plan": PLAN}),
+            created=False,
+            id_name="planID",
+        ),
+        "/v1/panel/addons": _catalogue_change(
+            "Create an add-on (payments.write, audited `catalogue.addon.created`)",
+            "An add-on adds traffic, devices or both, and needs a price in at least one currency." + kept,
+            _object(ADDON_FIELDS, ["code", "name", "prices"]),
+            _object({"addon": ADDON}),
+            created=True,
+        ),
+        "/v1/panel/addons/{addonID}": _catalogue_change(
+            "Change an add-on, or put it on or off sale with `active` (payments.write, audited"
+            " `catalogue.addon.changed` / `.activated` / `.deactivated`)",
+            "The fields given replace the add-on's; `prices` replaces every price." + kept,
+            _object(ADDON_FIELDS, []),
+            _object({"addon": ADDON}),
+            created=False,
+            id_name="addonID",
+        ),
     }
 
 

@@ -709,6 +709,10 @@ ROUTES = [
     ("POST", "/v1/panel/orders/{order}/refund", "payments.write"),
     ("POST", "/v1/panel/gift-cards", "payments.write"),
     ("POST", "/v1/panel/access-codes", "payments.write"),
+    ("GET", "/v1/panel/plans", "payments.read"),
+    ("POST", "/v1/panel/plans", "payments.write"),
+    ("POST", "/v1/panel/plans/{plan}", "payments.write"),
+    ("POST", "/v1/panel/addons", "payments.write"),
     ("POST", "/v1/panel/campaigns", "campaigns.write"),
     ("GET", "/v1/panel/campaigns/{campaign}", "campaigns.write"),
     ("POST", "/v1/panel/campaigns/preview", "campaigns.write"),
@@ -731,6 +735,9 @@ BODIES = {
     "/v1/panel/system/maintenance": {"active": True},
     "/v1/panel/campaigns": {"kind": "announcement", "text": "Maintenance tonight at 02:00 UTC."},
     "/v1/panel/support/tickets/{ticket}/replies": {"text": "Try the Helsinki server, please."},
+    "/v1/panel/plans": {"code": "quarter", "name": "Quarter", "durationDays": 90, "prices": {"RUB": 49900}},
+    "/v1/panel/plans/{plan}": {"graceHours": 48, "prices": {"RUB": 49900}},
+    "/v1/panel/addons": {"code": "more-devices", "name": "More devices", "extraDevices": 2, "prices": {"RUB": 9900}},
 }
 # Routes for any signed-in operator: who one is, Home (its sections follow the permissions), one's own time zone.
 SESSION_ROUTES = [
@@ -766,10 +773,10 @@ def body_for(template, index, plan_id):
     return {"operation": "enable", "requestId": f"r{index}"}
 
 
-def paths(template, op=1, customer="c", subscription="s", order=1, payment=1, campaign=1, ticket=1):
+def paths(template, op=1, customer="c", subscription="s", order=1, payment=1, campaign=1, ticket=1, plan=1):
     return template.format(
         op=op, customer=customer, subscription=subscription, order=order, payment=payment, campaign=campaign,
-        ticket=ticket,
+        ticket=ticket, plan=plan,
     )  # fmt: skip
 
 
@@ -801,7 +808,8 @@ def test_permission_matrix(web, permissions):
     for index, (method, template, needed) in enumerate(ROUTES):
         op_id = operation_in("failed")
         body = body_for(template, index, entitlement.plan_id)
-        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id, campaign_id, ticket_id)
+        path = paths(template, op_id, customer_id, subscription_id, order_id, payment_id, campaign_id, ticket_id,
+                     entitlement.plan_id)  # fmt: skip
         answer = requests.request(method, web + path, headers=headers, json=body, timeout=10)
         if needed in permissions:
             allowed = (200, 201, 202) + REFUSALS_WHEN_ALLOWED.get(template, ())
@@ -822,6 +830,7 @@ def test_permission_matrix(web, permissions):
         assert AuditEvent.select().where(AuditEvent.action == "panel.order.refunded").count() == 0
         assert Order.get_by_id(order_id).status != "refunded"
         assert (GiftCard.select().count(), AccessCode.select().count()) == (0, 0)
+        assert AuditEvent.select().where(AuditEvent.action.startswith("catalogue.")).count() == 0
     if "campaigns.write" not in permissions:
         assert Campaign.select().count() == 1  # the test's own
         assert Campaign.get_by_id(campaign_id).status == "sending"
