@@ -16,6 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 ROWS = 45
 COLUMN = "outbox_destinations.secret"
 GIFT_CODES = "customer_notices.secret"  # a bought gift card's code until the bot delivers it (migration 0025)
+BLOCKLIST_TOKENS = "blocklist_sources.token"
+GOODS_TOKENS = "goods_providers.api_token"
+EMPTY = {field.context: 0 for field in sealing.sealed_columns()}  # every sealed column, nothing to re-seal
+
+
+def test_rotation_knows_every_sealed_column():
+    assert set(EMPTY) == {COLUMN, GIFT_CODES, BLOCKLIST_TOKENS, GOODS_TOKENS}
 
 
 def populate(count=ROWS):
@@ -42,7 +49,7 @@ def under_newest():
 def test_rotation_across_two_keys_interrupted_halfway_resumes_and_then_the_old_key_can_go(database, data_key):
     secrets = populate()
     sealing.use_keys(f"{NEWER_TEST_DATA_KEY},{TEST_DATA_KEY}")
-    assert key_rotation.remaining() == {COLUMN: ROWS, GIFT_CODES: 0}
+    assert key_rotation.remaining() == {**EMPTY, COLUMN: ROWS}
 
     rotation = key_rotation.rotate(batch_size=10)
     first, second = next(rotation), next(rotation)
@@ -50,13 +57,13 @@ def test_rotation_across_two_keys_interrupted_halfway_resumes_and_then_the_old_k
     ids = sorted(secrets)
     assert (first, second) == ((COLUMN, 10, ids[9]), (COLUMN, 10, ids[19]))
     assert sorted(under_newest()) == ids[:20]
-    assert key_rotation.remaining() == {COLUMN: ROWS - 20, GIFT_CODES: 0}
+    assert key_rotation.remaining() == {**EMPTY, COLUMN: ROWS - 20}
     assert secrets_read() == secrets  # half rotated, every value still opens
 
     written_meanwhile = OutboxDestination.create(url="https://hooks.example.net/new", topics="*", secret="whsec_new")
     resumed = list(key_rotation.rotate(batch_size=10))
     assert [count for _, count, _ in resumed] == [10, 10, 5]
-    assert key_rotation.remaining() == {COLUMN: 0, GIFT_CODES: 0}
+    assert key_rotation.remaining() == EMPTY
 
     sealing.use_keys(NEWER_TEST_DATA_KEY)
     assert secrets_read() == {**secrets, written_meanwhile.id: "whsec_new"}

@@ -55,6 +55,10 @@ KEPT = {
     # anomaly rules (configuration) and their samples (pruned after a week by the anomaly pass itself);
     # the customers' ratings of the shop, one per order
     "anomaly_rules", "anomaly_samples", "shop_ratings",
+    # digital goods: the catalogue, its providers (sealed tokens) and each paid order's delivery (what is owed)
+    "goods", "goods_prices", "goods_providers", "goods_deliveries",
+    # bulk actions and their frozen items: what operators changed, kept with the audit
+    "bulk_actions", "bulk_action_items",
     # what operators sent through the bot, and the support conversations (attachments expire on their own)
     "campaigns", "campaign_recipients", "support_tickets", "support_messages",
     # the queue (its own cleaner, SPEC 1.8) and the migration history
