@@ -1,12 +1,13 @@
 """The back office's lists of every order and every payment, filtered and searched (issue 21).
 
-`/panel/orders` and `/panel/payments` page newest first by id and narrow by a
-date range, a status, a customer and a provider's payment id; with a million
-orders these need:
+`/panel/orders` and `/panel/payments` page newest first by (created_at, id)
+and narrow by a date range, a status, a customer and a provider's payment id;
+with a million orders these need:
 
-- `orders_created` (created_at): a date range reads its own rows only;
-- `orders_status` (status, id): one status, newest first, without reading the others;
-- `payment_intents_created` (created_at) and `payment_intents_status_id` (status, id) likewise for payments;
+- `orders_created` (created_at, id): the keyset pages and a date range, walked backwards from the cursor;
+- `orders_status` (status, created_at): one status, newest first, without reading the others
+  (`payment_intents_status` (status, created_at) of 0018 does it for payments);
+- `payment_intents_created` (created_at, id) likewise for payments;
 - `payment_intents_provider_payment_id` (provider_payment_id): a search by the provider's id without
   naming the provider (the unique index leads with the provider).
 
@@ -20,10 +21,9 @@ from migrations import create_index_concurrently
 atomic = False
 
 INDEXES = {
-    "orders_created": "orders (created_at)",
-    "orders_status": "orders (status, id)",
-    "payment_intents_created": "payment_intents (created_at)",
-    "payment_intents_status_id": "payment_intents (status, id)",
+    "orders_created": "orders (created_at, id)",
+    "orders_status": "orders (status, created_at)",
+    "payment_intents_created": "payment_intents (created_at, id)",
     "payment_intents_provider_payment_id": "payment_intents (provider_payment_id)",
 }
 

@@ -5,7 +5,7 @@ GET /v1/panel/payments?… the same filters                                     
 GET /panel/orders, /panel/payments          the pages, built on the same reads
 GET /panel/orders.csv, /panel/payments.csv  exactly the filtered set, streamed (payments.read)
 
-Newest first (by id, which grows with the creation time), in keyset pages; the
+Newest first (by creation time, then id), in keyset pages; the
 totals per currency (count, amount, refunded; integer minor units) are those
 of the whole filtered set, not of the page. `from` and `to` are dates
 (YYYY-MM-DD) in the operator's time zone, both included. `q` finds an order
@@ -27,7 +27,7 @@ import re
 from urllib.parse import urlencode
 
 import bottle
-from peewee import fn
+from peewee import Tuple, fn
 
 from commerce.customers import shown_name
 from commerce.providers import PAYMENT_METHODS
@@ -37,7 +37,7 @@ from models.commerce import ORDER_OPERATIONS, ORDER_STATUSES, Customer, Order
 from models.payments import INTENT_STATUSES, PaymentIntent
 from ops import operators
 from web import backoffice, backoffice_pages, local_time, panel, problems
-from web.answers import json_answer, limit_param, parsed_id
+from web.answers import bad_cursor, json_answer, limit_param, parsed_id
 from web.pages import page
 from web.problems import Problem
 
@@ -179,21 +179,38 @@ def _payments(filters):
     return _where(rows, payment_conditions(filters))
 
 
-def _before(rows, model, before):
-    return rows.where(model.id < before) if before is not None else rows
+def _newest(rows, model, before, limit):
+    """`rows` newest first from after `before` ((created_at, id) of the last row shown, or None): one
+    row-value comparison, which the (created_at, id) index starts its backward scan at."""
+    if before is not None:
+        rows = rows.where(Tuple(model.created_at, model.id) < Tuple(*before))
+    return list(rows.order_by(model.created_at.desc(), model.id.desc()).limit(limit))
+
+
+def _position(cursor):
+    """(created_at, id) a cursor this API returned names, or a 400 invalid_cursor."""
+    if not cursor:
+        return None
+    created_at, key = backoffice.decode_position(cursor)
+    row_id = parsed_id(key)
+    if row_id is None:
+        raise bad_cursor()
+    return created_at, row_id
+
+
+def _page(rows, model, cursor, limit):
+    found = _newest(rows, model, _position(cursor), limit + 1)
+    last = found[limit - 1] if len(found) > limit else None
+    return found[:limit], backoffice.encode_position(last.created_at, last.id) if last else None
 
 
 def orders_page(filters, cursor, limit):
     """(orders newest first, the next page's cursor or None)."""
-    before = panel.decode_cursor(cursor) if cursor else None
-    found = list(_before(_orders(filters), Order, before).order_by(Order.id.desc()).limit(limit + 1))
-    return found[:limit], panel.encode_cursor(found[limit - 1].id) if len(found) > limit else None
+    return _page(_orders(filters), Order, cursor, limit)
 
 
 def payments_page(filters, cursor, limit):
-    before = panel.decode_cursor(cursor) if cursor else None
-    found = list(_before(_payments(filters), PaymentIntent, before).order_by(PaymentIntent.id.desc()).limit(limit + 1))
-    return found[:limit], panel.encode_cursor(found[limit - 1].id) if len(found) > limit else None
+    return _page(_payments(filters), PaymentIntent, cursor, limit)
 
 
 def order_totals(filters):
@@ -284,7 +301,8 @@ def payment_row(intent, zone):
 
 def csv_stream(rows, model, columns, to_row, batch=None):
     """The CSV of `rows` (a filtered select), newest first, as UTF-8 chunks of one keyset batch each.
-    The rows are those present when the first batch is read: later ones have higher ids and are not reached."""
+    Each batch starts after the last row written, so a row is written once; one created meanwhile is newer
+    than the first batch and not reached."""
     batch = batch or CSV_BATCH
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
@@ -301,13 +319,13 @@ def csv_stream(rows, model, columns, to_row, batch=None):
     before = None
     try:
         while True:
-            found = list(_before(rows, model, before).order_by(model.id.desc()).limit(batch))
+            found = _newest(rows, model, before, batch)
             writer.writerows([neutralised(cell) for cell in to_row(row)] for row in found)
             if found:
                 yield taken()
             if len(found) < batch:
                 return
-            before = found[-1].id
+            before = (found[-1].created_at, found[-1].id)
     finally:
         if not db.is_closed() and not db.in_transaction():
             db.close()
