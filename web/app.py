@@ -23,6 +23,7 @@ from web import (
     backoffice_codes,
     backoffice_goods,
     backoffice_messages,
+    backoffice_orders,
     backoffice_pages,
     backoffice_plans,
     bulk,
@@ -60,6 +61,7 @@ def create_app(settings):
     app.merge(webhooks.build(offered, settings))
     app.merge(panel.build(secure_cookies=settings.cookie_secure))
     app.merge(backoffice.build())
+    app.merge(backoffice_orders.build())
     app.merge(backoffice_codes.build())
     app.merge(backoffice_anomalies.build())
     app.merge(backoffice_goods.build())

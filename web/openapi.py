@@ -24,7 +24,7 @@ from models.support import AUTHORS, PUSH_STATUSES, TICKET_STATUSES
 from ops import anomalies, operators, outbox, telemetry
 from ops import campaigns as ops_campaigns
 from ops import support as ops_support
-from web import admin, backoffice, panel
+from web import admin, backoffice, backoffice_orders, panel
 from web import bulk as web_bulk
 from web import checkout as web_checkout
 from web import support as web_support
@@ -759,6 +759,53 @@ PAGE = [
 NO_CUSTOMER = "no such customer (`customer_not_found`)"
 
 
+LISTED_ORDER = _object({**ORDER["properties"], "customerName": STRING})
+LISTED_PAYMENT = _object(
+    {**PAYMENT["properties"], "kind": {"type": "string", "enum": list(ORDER_OPERATIONS)}, "customerId": STRING,
+     "customerName": STRING}
+)  # fmt: skip
+ORDER_TOTALS = _array(
+    _object({"currency": STRING, "count": INTEGER, "amountMinor": INTEGER, "refundedAmountMinor": INTEGER})
+)
+PAYMENT_TOTALS = _array(_object({"currency": STRING, "count": INTEGER, "amountMinor": INTEGER}))
+
+
+def _list_filters(statuses):
+    return [
+        _query("status", {"type": "string", "enum": list(statuses)}, "`invalid_status` otherwise"),
+        _query("kind", {"type": "string", "enum": list(ORDER_OPERATIONS)}, "the order's kind"),
+        _query("provider", {"type": "string", "enum": list(PAYMENT_METHODS)}),
+        _query("currency", {"type": "string", "pattern": "^[A-Za-z]{3}$"}),
+        _query("from", {"type": "string", "format": "date"}, "first day, in the operator's time zone"),
+        _query("to", {"type": "string", "format": "date"}, "last day (included), in the operator's time zone"),
+        _query("customer", {"type": "string", "maxLength": 64}, "a customer id"),
+        _query(
+            "q",
+            {"type": "string", "maxLength": backoffice_orders.SEARCH_MAX},
+            "an order or payment id, a provider's payment id, a customer id, Telegram id or @username (exactly),"
+            " or a part of a customer's name",
+        ),
+        *PAGE,
+    ]
+
+
+def _list_paths():
+    """Every order and every payment (payments.read), filtered; totals per currency of the whole filtered set.
+    A filter that cannot match is a 400 (`invalid_status`, `invalid_filter`, `invalid_search`, `invalid_cursor`)."""
+    return {
+        "/v1/panel/orders": _get(
+            "Every order, newest first, filtered, with totals per currency of the filtered set (payments.read)",
+            _object({"orders": _array(LISTED_ORDER), "totals": ORDER_TOTALS, "nextCursor": NULLABLE_STRING}),
+            _list_filters(ORDER_STATUSES),
+        ),
+        "/v1/panel/payments": _get(
+            "Every payment at a provider, newest first, filtered, with totals per currency (payments.read)",
+            _object({"payments": _array(LISTED_PAYMENT), "totals": PAYMENT_TOTALS, "nextCursor": NULLABLE_STRING}),
+            _list_filters(INTENT_STATUSES),
+        ),
+    }
+
+
 def _blocklist_paths():
     source = _object({"source": BLOCKLIST_SOURCE})
     return {
@@ -926,6 +973,7 @@ def _back_office_paths():
             [_id_parameter("paymentID")],
             "no such payment (`payment_not_found`)",
         ),
+        **_list_paths(),
         "/v1/panel/gift-cards": {
             "post": {
                 "summary": "Issue a single-use gift card for a plan (payments.write, audited `panel.gift_card.issued`)",

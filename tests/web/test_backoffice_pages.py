@@ -28,6 +28,8 @@ def shop_pages(shop_world):
         f"/panel/subscriptions/{shop_world['subscription'].id}": "subscriptions.read",
         f"/panel/orders/{shop_world['order'].id}": "payments.read",
         f"/panel/payments/{shop_world['intent'].id}": "payments.read",
+        "/panel/orders": "payments.read",
+        "/panel/payments": "payments.read",
     }
 
 

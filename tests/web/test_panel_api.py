@@ -703,6 +703,8 @@ ROUTES = [
     ("GET", "/v1/panel/customers/{customer}/wallet", "payments.read"),
     ("GET", "/v1/panel/orders/{order}", "payments.read"),
     ("GET", "/v1/panel/payments/{payment}", "payments.read"),
+    ("GET", "/v1/panel/orders", "payments.read"),
+    ("GET", "/v1/panel/payments", "payments.read"),
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/pause", "subscriptions.write"),
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/resume", "subscriptions.write"),
     ("POST", "/v1/panel/customers/{customer}/subscriptions/{subscription}/reprovision", "subscriptions.write"),
