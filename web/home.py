@@ -129,7 +129,7 @@ def bars(values, dates, titles, data=None):
         points.append(
             {
                 "x": round(index * STEP + 1, 1),
-                "y": round(zero - height if value >= 0 else zero, 1),
+                "y": round(zero - height if value > 0 else zero if value < 0 else min(zero, CHART_HEIGHT - 1), 1),
                 "w": round(STEP - 2, 1),
                 "h": round(max(height, 1), 1),
                 "day": dates[index].isoformat(),

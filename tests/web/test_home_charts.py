@@ -68,15 +68,15 @@ def local_days():
     return dates, midnights
 
 
-def local_date(stored):
-    return stored.replace(tzinfo=datetime.timezone.utc).astimezone(TOKYO).date()
+def local_date(stored, zone=TOKYO):
+    return stored.replace(tzinfo=datetime.timezone.utc).astimezone(zone).date()
 
 
 def values(points, key="value"):
     return {point["day"]: int(point[key]) for point in points}
 
 
-def revenue_in_the_ledger(dates):
+def revenue_in_the_ledger(dates, zone=TOKYO):
     """{currency: {day: net minor units}} summed here, row by row, from the ledger's revenue entries."""
     totals = {}
     rows = (
@@ -87,7 +87,7 @@ def revenue_in_the_ledger(dates):
         .where(LedgerAccount.kind == REVENUE)
     )
     for entry in rows:
-        day = local_date(entry.transaction.created_at)
+        day = local_date(entry.transaction.created_at, zone)
         if day in dates:
             series = totals.setdefault(entry.currency, {date.isoformat(): 0 for date in dates})
             series[day.isoformat()] += entry.amount_minor

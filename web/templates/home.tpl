@@ -1,7 +1,7 @@
 % rebase("layout", title="Home", operator=operator, here="/panel")
 <style>
   .needs { display: flex; flex-wrap: wrap; gap: 8px; margin: 0 0 16px; padding: 0; list-style: none; }
-  .needs li { flex: 1 1 170px; padding: 10px 12px; background: #fff; border: 1px solid var(--line); border-radius: 6px; }
+  .needs li { flex: 1 1 140px; padding: 10px 12px; background: #fff; border: 1px solid var(--line); border-radius: 6px; }
   .needs li.waiting { border-color: var(--bad); }
   .needs a { text-decoration: none; color: inherit; display: block; }
   .needs .figure { display: block; }
@@ -15,6 +15,8 @@
   svg.chart rect.zero { fill: var(--line); }
   svg.chart rect.negative, svg.chart.bad rect { fill: var(--bad); }
   svg.chart.bad rect.zero { fill: var(--line); }
+  /* The shared header does not wrap yet; on Home a phone gets the operator's name on a line of its own. */
+  @media (max-width: 600px) { header { flex-wrap: wrap; } header .who { margin-left: 0; } }
   .axis { display: flex; justify-content: space-between; font-size: 12px; color: var(--muted); }
 </style>
 <h1>Home <span class="muted">· {{figures["date"]}} · times in {{figures["timeZone"]}}</span></h1>
