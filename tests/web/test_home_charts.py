@@ -217,23 +217,15 @@ def test_needs_you_counts_what_waits_links_to_where_it_is_listed_and_follows_per
     }
     for link in ("#without-access", "/panel/system/operations?status=failed", "/panel/goods/deliveries",
                  "/panel/support?status=open", "/panel/system/anomalies"):  # fmt: skip
-        assert f'href="{link}"' in text
-        if not link.startswith("#"):
-            assert page(web, link, headers).status_code == 200, link
+        assert f'href="{link}"' in text  # the pages that list them (each tested with its own page)
     assert 'id="without-access"' in text
     main = text[text.index("<main>") : text.index("</main>")].lower()  # Home's own words, not the navigation's
     assert not [word for word in ("dead letter", "drift", "entitlement", "xtr", "outbox") if word in main]
 
-    sections = {
-        ("subscriptions.read",): ({"without-access"}, {"new-customers", "active-subscriptions"}),
-        ("payments.read", "support.read"): (
-            {"goods-review", "open-tickets"},
-            {"revenue-RUB", "revenue-USD", "payment-success"},
-        ),
-    }
-    for index, (permissions, (needs, charts)) in enumerate(sections.items()):
-        shown = Charts(page(web, "/panel", tokyo_operator(web, f"reader{index}", list(permissions))).text)
-        assert (set(shown.needs), set(shown.charts)) == (needs, charts), permissions
+    reader = tokyo_operator(web, "reader", ["subscriptions.read", "support.read"])
+    shown = Charts(page(web, "/panel", reader).text)
+    assert shown.needs == {"without-access": 1, "open-tickets": 2}  # no money, no system without their permissions
+    assert set(shown.charts) == {"new-customers", "active-subscriptions"}
 
 
 def test_a_local_day_with_a_clock_change_is_as_long_as_the_operator_lived_it():
