@@ -5,7 +5,8 @@ Every chart point is a count or a sum read from the database for one day, kept
 on the page in `data-` attributes beside a <title> that says it in words, so
 a test (or a script) reads the same numbers the owner sees. Each series is one
 aggregate query over the 30 days' window (models/days.py numbers the days, the
-same SQL on both databases), read through an index on the time it groups by:
+same SQL on both databases), its window found through an index on the time it
+groups by (revenue then reads the revenue account's entries: docs/back-office.md):
 
 - revenue: the ledger's revenue account per day and currency (commerce/revenue.py);
 - new customers: customers by creation time;

@@ -21,9 +21,9 @@
 </style>
 <h1>Home <span class="muted">· {{figures["date"]}} · times in {{figures["timeZone"]}}</span></h1>
 
-% def chart(name, label, description, drawn, extra="", bad=False):
+% def chart(name, label, description, drawn, currency=None, bad=False):
   % ident = "chart-" + name
-  <svg class="chart{{' bad' if bad else ''}}" id="{{ident}}" data-chart="{{name}}" {{!extra}} viewBox="0 0 {{drawn['width']}} {{drawn['height']}}" preserveAspectRatio="none" role="img" aria-labelledby="{{ident}}-title {{ident}}-desc">
+  <svg class="chart{{' bad' if bad else ''}}" id="{{ident}}" data-chart="{{name}}" data-currency="{{currency or ''}}" viewBox="0 0 {{drawn['width']}} {{drawn['height']}}" preserveAspectRatio="none" role="img" aria-labelledby="{{ident}}-title {{ident}}-desc">
     <title id="{{ident}}-title">{{label}}</title>
     <desc id="{{ident}}-desc">{{description}}, one bar per day from {{drawn["first"]}} to {{drawn["last"]}}.</desc>
     % for point in drawn["points"]:
@@ -72,7 +72,7 @@
     % for series in charts["revenue"]:
     % name = words.currency_name(series["currency"])
     <h3 class="muted" style="font-size:13px;margin:10px 0 0" title="{{series['currency']}}">{{name}}: <span data-total="{{series['total']}}">{{money_words(series["total"], series["currency"])}}</span> in 30 days</h3>
-    % chart("revenue-" + series["currency"], "Revenue per day in " + name, "Net revenue in " + name + " per day, from the ledger", series["chart"], 'data-currency="%s"' % series["currency"])
+    % chart("revenue-" + series["currency"], "Revenue per day in " + name, "Net revenue in " + name + " per day, from the ledger", series["chart"], currency=series["currency"])
     % end
     <p class="muted">Net, per currency, from the ledger's revenue account: wallet top-ups count when they are spent, refunds are taken off.</p>
     % end
