@@ -10,10 +10,21 @@ reversal and an upgrade's proration credit debit revenue — so the figure is
 net revenue. A transaction counts at the time it was posted.
 """
 
-from peewee import fn
+from peewee import SQL, fn
 
 from commerce.ledger import REVENUE
+from models import days
 from models.ledger import LedgerAccount, LedgerEntry, LedgerTransaction
+
+
+def _posted(*columns):
+    """Revenue entries with their transaction (by ledger_transactions_created when the window is on its time)."""
+    return (
+        LedgerEntry.select(*columns)
+        .join(LedgerTransaction, on=(LedgerEntry.transaction == LedgerTransaction.id))
+        .switch(LedgerEntry)
+        .join(LedgerAccount, on=(LedgerEntry.account == LedgerAccount.id))
+    )
 
 
 def revenue(since, until=None):
@@ -22,13 +33,26 @@ def revenue(since, until=None):
     if until is not None:
         window &= LedgerTransaction.created_at < until
     rows = (
-        LedgerEntry.select(LedgerEntry.currency, fn.SUM(LedgerEntry.amount_minor))
-        .join(LedgerTransaction, on=(LedgerEntry.transaction == LedgerTransaction.id))
-        .switch(LedgerEntry)
-        .join(LedgerAccount, on=(LedgerEntry.account == LedgerAccount.id))
+        _posted(LedgerEntry.currency, fn.SUM(LedgerEntry.amount_minor))
         .where(LedgerAccount.kind == REVENUE, window)
         .group_by(LedgerEntry.currency)
         .order_by(LedgerEntry.currency)
         .tuples()
     )
     return {currency: int(total) for currency, total in rows}
+
+
+def revenue_by_day(starts, end):
+    """{currency: [net minor units of each day]} for the days beginning at `starts` (models/days.py), the
+    last one ending at `end`; a day without revenue is 0, a day whose refunds outweigh it below 0."""
+    rows = (
+        _posted(days.day_index(LedgerTransaction.created_at, starts).alias("day_number"), LedgerEntry.currency,
+                fn.SUM(LedgerEntry.amount_minor))
+        .where(LedgerAccount.kind == REVENUE, days.within(LedgerTransaction.created_at, starts, end))
+        .group_by(SQL("day_number"), LedgerEntry.currency)
+        .tuples()
+    )  # fmt: skip
+    series = {}
+    for day, currency, total in rows:
+        series.setdefault(currency, [0] * len(starts))[int(day)] = int(total)
+    return dict(sorted(series.items()))

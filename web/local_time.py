@@ -44,6 +44,16 @@ def month_start(now, zone):
     return _utc(datetime.datetime.combine(local.date().replace(day=1), datetime.time(), tzinfo=zone))
 
 
+def last_days(now, zone, count):
+    """The operator's last `count` days up to today: (their dates, each one's local midnight as naive UTC,
+    tomorrow's local midnight). A day with a clock change is 23 or 25 hours long, as the operator lived it."""
+    today = local_date(now, zone)
+    dates = [today - datetime.timedelta(days=count - 1 - index) for index in range(count)]
+    midnights = [_utc(datetime.datetime.combine(date, datetime.time(), tzinfo=zone)) for date in dates]
+    tomorrow = _utc(datetime.datetime.combine(today + datetime.timedelta(days=1), datetime.time(), tzinfo=zone))
+    return dates, midnights, tomorrow
+
+
 def local_date(now, zone):
     return now.replace(tzinfo=datetime.timezone.utc).astimezone(zone).date()
 

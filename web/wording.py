@@ -15,6 +15,7 @@ from commerce.settlement import FREE_PATHS, PROVIDER_PATHS, WALLET_PATHS
 from models.payments import CONFIRMED, CONTRADICTED, SIGNATURE_BAD, SIGNATURE_VALID, UNKNOWN
 
 PROVIDERS = {"yookassa": "YooKassa", "cryptobot": "CryptoBot", "stars": "Telegram Stars"}
+CURRENCIES = {"XTR": "Telegram Stars"}  # a currency people know by another name than its code
 
 ORDER_STATUSES = {
     "draft": "draft",
@@ -127,6 +128,10 @@ LEDGER_KINDS = {
 
 def ledger_kind(kind):
     return LEDGER_KINDS.get(kind, kind)
+
+
+def currency_name(currency):
+    return CURRENCIES.get(currency, currency)
 
 
 def provider_name(provider):
