@@ -10,7 +10,7 @@ import json
 import bottle
 
 from commerce import webhooks as webhook_intake
-from commerce.orders import ORDERABLE_KINDS
+from commerce.checkout import CHECKOUT_KINDS
 from commerce.phase import PHASES
 from commerce.providers import PAYMENT_METHODS
 from fulfillment import bulk as fulfillment_bulk
@@ -1072,7 +1072,7 @@ def _back_office_paths():
 CHECKOUT_REQUEST = _object(
     {
         "customerId": STRING,
-        "kind": {"type": "string", "enum": list(ORDERABLE_KINDS)},
+        "kind": {"type": "string", "enum": list(CHECKOUT_KINDS)},
         "provider": {"type": "string", "enum": list(PAYMENT_METHODS)},
         "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
         "requestId": {"type": "string", "minLength": 1, "maxLength": web_checkout.REQUEST_ID_MAX},
@@ -1085,6 +1085,7 @@ CHECKOUT_REQUEST = _object(
             "description": "a top-up's amount; prices come from the catalogue",
         },
         "offerId": INTEGER,
+        "goodsId": {**INTEGER, "description": "the goods a `goods` checkout buys, at their price in the currency"},
     },
     required=["customerId", "kind", "provider", "currency", "requestId"],
 )
@@ -1173,11 +1174,13 @@ def _commerce_paths():
                     "400": BAD_REQUEST,
                     "401": UNAUTHORIZED,
                     "403": _error("the customer is blocked, by hand or by a blocklist (`customer_blocked`)"),
-                    "404": _error("no such customer, plan, add-on or subscription"),
+                    "404": _error("no such customer, plan, add-on, subscription or goods (`goods_not_found`)"),
                     "409": _error("the order or the subscription cannot take it (`order_not_payable`, …)"),
                     "422": _error(
-                        "not sold this way: a plan not priced in the currency, a provider"
-                        " not configured, a wallet that cannot cover it (`insufficient_funds`), …"
+                        "not sold this way: a plan or goods not priced in the currency (`goods_not_priced`), goods"
+                        " not on sale (`goods_inactive`) or whose provider has no usable token"
+                        " (`goods_provider_not_configured`), a provider not configured, a wallet that cannot cover"
+                        " it (`insufficient_funds`), …"
                     ),
                     "502": _error("the provider refused or did not answer (`provider_unavailable`, …)"),
                     "503": _error("maintenance is on (`maintenance_active`), or the database is unreachable"),
