@@ -68,6 +68,21 @@ def active_goods(currency):
     return list(query.order_by(GoodsPrice.amount_minor, Goods.id))
 
 
+def goods_on_sale():
+    """[(goods, {currency: amount_minor})] of the active goods with a price and a provider whose token
+    opens here, by name: what a customer can buy."""
+    prices = {}
+    for price in GoodsPrice.select().join(Goods).where(Goods.active):
+        prices.setdefault(price.goods_id, {})[price.currency] = price.amount_minor
+    on_sale = Goods.select().where(Goods.id.in_(list(prices))).order_by(Goods.name, Goods.id) if prices else []
+    usable = {}
+    return [
+        (goods, prices[goods.id])
+        for goods in on_sale
+        if usable.setdefault(goods.provider_id, deliverable(goods.provider_id))
+    ]
+
+
 def purchasable_goods(goods_id):
     goods = Goods.get_or_none(Goods.id == goods_id)
     if goods is None:
