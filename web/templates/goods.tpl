@@ -4,6 +4,7 @@
 % if not goods:
 <div class="empty">No goods yet.</div>
 % else:
+<div style="overflow-x:auto">
 <table id="goods">
   <tr><th>goods</th><th>code</th><th>provider · SKU</th><th>prices</th><th>status</th>{{!"<th>change</th>" if can_write else ""}}</tr>
   % for row in goods:
@@ -29,21 +30,24 @@
   </tr>
   % end
 </table>
+</div>
 % end
 <h2 style="font-size:16px; margin-top:24px">Providers</h2>
 % if not providers:
 <div class="empty">No provider yet: add one before its goods.</div>
 % else:
+<div style="overflow-x:auto">
 <table id="goods-providers">
   <tr><th>provider</th><th>URL</th><th>token</th></tr>
   % for provider in providers:
   <tr><td>{{provider["name"]}}</td><td class="code">{{provider["url"]}}</td><td>{{"sealed" if provider["tokenUsable"] else "cannot be unsealed here"}}</td></tr>
   % end
 </table>
+</div>
 % end
 % if can_write:
 <h2 style="font-size:16px; margin-top:24px">Add goods</h2>
-<form class="goods-add" id="goods-add" data-action="/v1/panel/goods">
+<form class="stacked goods-add" id="goods-add" data-action="/v1/panel/goods">
   <label>code <input name="code" required size="12"></label>
   <label>name <input name="name" required size="16"></label>
   <label>provider <select name="providerId" required>
@@ -58,7 +62,7 @@
   <span class="error" style="color:var(--bad)"></span>
 </form>
 <h2 style="font-size:16px; margin-top:24px">Add a provider</h2>
-<form class="goods-add" id="provider-add" data-action="/v1/panel/goods/providers">
+<form class="stacked goods-add" id="provider-add" data-action="/v1/panel/goods/providers">
   <label>name <input name="name" required size="14"></label>
   <label>URL <input name="url" type="url" required size="24"></label>
   <label>API token <input name="token" type="password" required size="18" autocomplete="off"></label>
