@@ -1,5 +1,6 @@
 """SPEC 3, 14.4, 15.4 in the test process: Shop → goods → the wallet or Stars; the paid goods are delivered
-once by the fake goods provider and the customer gets the code in the chat."""
+once by the fake goods provider and the customer gets the code in the chat; and the Shop on the fake Telegram
+chat page, against a real bot process (a screenshot goes to tests/artifacts/)."""
 
 import pytest
 
@@ -14,6 +15,7 @@ from tests.bot.test_buy import ANN, buttons, choose, customer, deliver_notices, 
 from tests.support import sales
 from tests.support.botruns import InProcessBot, row_counts
 from tests.support.goods import TOKEN, product
+from tests.web.test_browser import ARTIFACTS, browser  # noqa: F401  (the Chromium fixture)
 
 
 @pytest.fixture
@@ -94,3 +96,31 @@ def test_goods_bought_with_stars_get_an_invoice_in_stars_naming_them(bot, fake_t
     fake_telegram.successful_payment(ANN, "XTR", 50, f"order:{order.id}", charge_id="stx-goods")
     assert bot.drain() == [APPLIED]
     assert (Order.get_by_id(order.id).status, GoodsDelivery.get().order_id) == ("paid", order.id)
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("backend", ["sqlite"])  # the page and the bot, not the database, are under test here
+def test_a_person_sees_the_goods_on_sale_in_the_shop_on_the_chat_page(
+    bots,
+    fake_telegram,
+    browser,  # noqa: F811  (the Chromium fixture imported above)
+    database,
+    data_key,
+    goods_provider,
+):
+    product(goods_provider.base_url, prices={"RUB": 1000, "XTR": 50})
+    bot = bots.start(env={"APP_DATA_ENCRYPTION_KEY": data_key})  # the provider's token opens in the bot
+    bots.wait_polling(bot)
+    page = browser.new_page(viewport={"width": 800, "height": 700})
+    page.goto(fake_telegram.chat_url)
+    page.fill("#user-id", "3005")
+    page.select_option("#user-lang", "en")
+    page.fill("#user-name", "Ann")
+    page.fill("#text", "/start")
+    page.click("button[type=submit]")
+    page.click("text=🛍 Shop", timeout=20000)
+    page.wait_for_selector("text=Voucher 10: 10.00 RUB · 50 ⭐", timeout=10000)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "goodsbuy-bot-shop.png"), full_page=True)
+    page.click("text=Voucher 10: 10.00 RUB · 50 ⭐")
+    page.wait_for_selector("text=Telegram Stars: 50 ⭐", timeout=10000)
