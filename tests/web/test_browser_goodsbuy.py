@@ -2,6 +2,8 @@
 adds a goods provider and goods on the back office's Goods page, takes them off sale, and the pages fit a
 laptop and a phone with every control labelled. Screenshots go to tests/artifacts/."""
 
+import pytest
+
 from goods.catalogue import add_provider
 from models.goods import Goods
 from models.ops import AuditEvent
@@ -31,6 +33,7 @@ def check_and_shoot(page, name):
         page.screenshot(path=str(ARTIFACTS / f"goodsbuy-{name}-{size}.png"), full_page=True)
 
 
+@pytest.mark.parametrize("backend", ["sqlite"])  # the page, not the database, is under test here
 def test_the_owner_adds_a_provider_and_goods_in_the_back_office_and_takes_them_off_sale(web, browser):  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
     api.operator("alice", ["payments.read", "payments.write"])

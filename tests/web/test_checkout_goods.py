@@ -74,16 +74,16 @@ def test_goods_bought_from_the_wallet_at_checkout_are_delivered_once_and_the_cus
     assert Order.get_by_id(body["orderId"]).status == "fulfilled"
 
 
-def test_goods_checkout_with_stars_answers_an_invoice_priced_in_stars_and_names_the_goods(shop, voucher):
-    answer = buy(shop, commerce.customer(), voucher.id, "stars", currency="XTR")
+def test_goods_checkout_with_stars_answers_an_invoice_and_goods_paid_at_a_hosted_provider_get_their_delivery(
+    shop, voucher
+):
+    from tests.support.shop import settle_deliveries
+
+    answer = buy(shop, commerce.customer(), voucher.id, "stars", currency="XTR", request_id="stars")
     assert answer.status_code == 200, answer.text
     invoice = answer.json()["invoice"]
     assert (invoice["amount"], invoice["currency"], invoice["title"]) == (50, "XTR", "Voucher 10")
     assert GoodsDelivery.select().count() == 0  # nothing is owed before it is paid
-
-
-def test_goods_paid_at_a_hosted_provider_get_their_delivery_when_the_payment_settles(shop, voucher):
-    from tests.support.shop import settle_deliveries
 
     answer = buy(shop, commerce.customer(), voucher.id, "cryptobot", currency="USD")
     assert answer.status_code == 200, answer.text
