@@ -27,6 +27,10 @@ NEW = "new"  # new:<plan id>: the ways to pay for a new subscription of a plan t
 EXTEND = "ext"  # ext:<plan id>:<slot>: the ways to pay for extending the customer's subscription in that slot
 EXTEND_PAY = "xpay"  # xpay:<plan id>:<slot>:<method>:<currency>: that extension, paid that way
 QR_CODE = "qr"  # qr:<subscription id>: its link as a QR code image
+SHOP = "shop"  # the digital goods on sale
+GOODS = "goods"  # goods:<goods id>: the ways to pay for them
+GOODS_PAY = "gdpay"  # gdpay:<goods id>:<method>:<currency>: the goods, paid that way
+GOODS_METHODS = ("stars", "wallet")
 
 PAYMENT_METHODS = ("stars", "wallet", "yookassa", "cryptobot")
 _ID = r"[1-9][0-9]{0,17}"
@@ -54,6 +58,9 @@ ACTIONS = {
     EXTEND: re.compile(_ID + ":" + _ID),
     EXTEND_PAY: re.compile(_ID + ":" + _ID + ":(" + "|".join(PAYMENT_METHODS) + ")" + ":[A-Z]{3}"),
     QR_CODE: re.compile(_UUID),
+    SHOP: None,
+    GOODS: re.compile(_ID),
+    GOODS_PAY: re.compile(_ID + ":(" + "|".join(GOODS_METHODS) + ")" + ":[A-Z]{3}"),
     SUPPORT: None,
     CODE: None,
     TRIAL: None,
@@ -102,7 +109,7 @@ def _markup(rows):
 def main_menu(language):
     return _markup(
         [
-            [(texts.text(language, "button_buy"), data(BUY))],
+            [(texts.text(language, "button_buy"), data(BUY)), (texts.text(language, "button_shop"), data(SHOP))],
             [(texts.text(language, "button_subscriptions"), data(SUBSCRIPTIONS))],
             [(texts.text(language, "button_wallet"), data(WALLET))],
             [(texts.text(language, "button_language"), data(LANGUAGE))],
@@ -135,6 +142,20 @@ def plans(language, offers):
     """One button per plan on sale: [(plan id, label)]."""
     rows = [[(label, data(PLAN, str(plan_id)))] for plan_id, label in offers]
     rows.append([(texts.text(language, "button_back"), data(MENU))])
+    return _markup(rows)
+
+
+def goods_list(language, offers):
+    """One button per goods on sale: [(goods id, label)]."""
+    rows = [[(label, data(GOODS, str(goods_id)))] for goods_id, label in offers]
+    rows.append([(texts.text(language, "button_back"), data(MENU))])
+    return _markup(rows)
+
+
+def goods_methods(language, goods_id, choices):
+    """One button per way of paying for goods ([(method, currency, label)]), and back to the shop."""
+    rows = [[(label, data(GOODS_PAY, f"{goods_id}:{method}:{currency}"))] for method, currency, label in choices]
+    rows.append([(texts.text(language, "button_back"), data(SHOP))])
     return _markup(rows)
 
 

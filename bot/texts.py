@@ -36,6 +36,14 @@ CATALOG = {
         "An operator will sort it out or refund it.",
         # --- buying (bot/handlers/buy.py) ---
         "button_buy": "Buy",
+        "button_shop": "🛍 Shop",
+        "shop_header": "Digital goods on sale. Choose one:",
+        "shop_none": "No goods are on sale right now. Please look again later.",
+        "goods_button": "{goods}: {prices}",
+        "goods_methods_none": "{goods} can't be paid for here right now.",
+        "goods_methods_header": "{goods}: how would you like to pay? The code is sent here once it is bought.",
+        "notice_goods_paid_from_wallet": "Paid {price} from your wallet for {goodsName}. Its code follows in a moment.",
+        "notice_goods_payment_received": "Payment received: {price}. The code of your {goodsName} follows in a moment.",
         "plans_header": "Plans on sale. Choose one:",
         "plans_none": "Nothing is on sale right now. Please look again later.",
         "plan_button": "{plan}, {duration}: {prices}",
@@ -161,6 +169,16 @@ CATALOG = {
         "Оператор разберётся или вернёт деньги.",
         # --- покупка (bot/handlers/buy.py) ---
         "button_buy": "Купить",
+        "button_shop": "🛍 Магазин",
+        "shop_header": "Цифровые товары. Выберите:",
+        "shop_none": "Сейчас товаров нет. Загляните позже.",
+        "goods_button": "{goods}: {prices}",
+        "goods_methods_none": "«{goods}» сейчас нельзя оплатить здесь.",
+        "goods_methods_header": "{goods}: как хотите оплатить? Код придёт сюда, как только товар будет куплен.",
+        "notice_goods_paid_from_wallet": "Списано {price} с кошелька за «{goodsName}». Код придёт следующим "
+        "сообщением.",
+        "notice_goods_payment_received": "Платёж получен: {price}. Код товара «{goodsName}» придёт следующим "
+        "сообщением.",
         "plans_header": "Тарифы. Выберите:",
         "plans_none": "Сейчас ничего не продаётся. Загляните позже.",
         "plan_button": "{plan}, {duration}: {prices}",

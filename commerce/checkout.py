@@ -7,7 +7,11 @@ that cannot take the currency, for a top-up above its currency's maximum
 what the way of paying takes in one payment (each provider states its
 maximum: `max_amount_minor`, Stars' INVOICE_MAX_AMOUNT), and for whatever
 `create_order` refuses (an unknown or blocked customer, a plan not on sale,
-…). Then, by way of paying:
+…). A `goods` checkout names the goods (`goods_id`) and is priced from
+their price in the currency; it is refused, writing nothing, for goods
+unknown, not on sale, not priced in the currency, or whose provider's
+sealed token does not open here (goods/catalogue.py), and settles like any
+order: settlement writes the delivery and its job. Then, by way of paying:
 
 - `wallet`: the order is created and paid from the balance in one
   transaction; a wallet that cannot cover it refuses (`insufficient_funds`)
@@ -33,12 +37,13 @@ from dataclasses import dataclass
 
 from commerce import providers as methods
 from commerce.catalogue import INVALID_CURRENCY, is_currency
-from commerce.orders import OrderRejected, create_order
+from commerce.orders import ORDERABLE_KINDS, UNEXPECTED_FIELD, OrderRejected, create_order
 from commerce.payments import OPEN_INTENT_STATES
 from commerce.settlement import NO_CURRENT_ENTITLEMENT, SETTLED_STATES, SettlementRejected, settle_order
 from commerce.stars import CURRENCY as STARS_CURRENCY
 from commerce.stars import invoice_payload
 from config.settings import TOPUP_MAX_MINOR
+from goods.catalogue import create_goods_order
 from integrations.payments import ProviderError
 from integrations.payments.amounts import to_decimal_text
 from integrations.payments.stars import INVOICE_MAX_AMOUNT as STARS_MAX_AMOUNT
@@ -61,6 +66,9 @@ GIFT_UNDELIVERABLE = "gift_undeliverable"  # a gift card's code could not reach 
 TOPUP_ABOVE_MAXIMUM = "topup_above_maximum"
 TOPUP_CURRENCY_UNSUPPORTED = "topup_currency_unsupported"
 AMOUNT_ABOVE_PROVIDER_MAXIMUM = "amount_above_provider_maximum"
+GOODS_REQUIRED = "goods_required"
+GOODS = "goods"
+CHECKOUT_KINDS = ORDERABLE_KINDS + (GOODS,)
 
 
 class CheckoutRejected(ValueError):
@@ -95,6 +103,7 @@ def checkout(
     subscription_id=None,
     amount_minor=None,
     offer_id=None,
+    goods_id=None,
     key=None,
     topup_max=None,
 ):
@@ -120,6 +129,12 @@ def checkout(
         _require_gift_delivery(customer_id)
     if kind == "addon" and subscription_id is not None and not _has_period(subscription_id):
         raise CheckoutRejected(NO_CURRENT_ENTITLEMENT, "the subscription has no period an add-on could go onto")
+    if kind == GOODS and goods_id is None:
+        raise CheckoutRejected(GOODS_REQUIRED, "a goods checkout names the goods it buys (goodsId)")
+    if kind == GOODS and (plan_id, addon_id, subscription_id, amount_minor, offer_id) != (None,) * 5:
+        raise CheckoutRejected(UNEXPECTED_FIELD, "a goods checkout names only its goods; the catalogue prices them")
+    if kind != GOODS and goods_id is not None:
+        raise CheckoutRejected(UNEXPECTED_FIELD, f"a {kind} order buys no goods")
     fields = dict(
         plan_id=plan_id,
         addon_id=addon_id,
@@ -132,11 +147,11 @@ def checkout(
     try:
         if method == methods.WALLET:
             with db.atomic():
-                order = create_order(customer_id, kind, currency, **fields)
+                order = _order(customer_id, kind, currency, goods_id, fields)
                 _settle_at_once(order)
             return _answer(Order.get_by_id(order.id), method)
         with db.atomic():
-            order = create_order(customer_id, kind, currency, **fields)
+            order = _order(customer_id, kind, currency, goods_id, fields)
             _require_payable(providers, method, order)
         if order.amount_minor == 0 and order.status not in SETTLED_STATES:
             _settle_at_once(order)
@@ -150,6 +165,12 @@ def checkout(
     if method == methods.STARS:
         return _answer(order, method, invoice=_invoice(order))
     return _answer(order, method, confirmation_url=_hosted_payment(providers, public_url, order, method))
+
+
+def _order(customer_id, kind, currency, goods_id, fields):
+    if kind == GOODS:
+        return create_goods_order(customer_id, goods_id, currency, provider=fields["provider"], key=fields["key"])
+    return create_order(customer_id, kind, currency, **fields)
 
 
 def _require_gift_delivery(customer_id):
@@ -295,6 +316,8 @@ def _title(order):
         return "Wallet top-up"
     if order.operation == "addon":
         return order.addon.name
+    if order.operation == GOODS:
+        return order.goods.name
     return order.plan.name
 
 

@@ -242,10 +242,12 @@ def _queue_receipt(order, settled_by, now):
     kind = RECEIPTS.get(settled_by)
     if kind is None or order.operation == "topup":
         return
-    if order.operation == "gift":
-        kind = f"gift_{kind}"
+    if order.operation in ("gift", "goods"):
+        kind = f"{order.operation}_{kind}"
     payload = {"orderId": order.id, "planId": order.plan_id, "amountMinor": order.amount_minor,
                "currency": order.currency}  # fmt: skip
+    if order.operation == "goods":
+        payload = {**payload, "goodsName": order.goods.name}
     execute_all([(_RECEIPT, (kind, f"order:{order.id}", json.dumps(payload, sort_keys=True), now, order.customer_id))])
 
 

@@ -5,8 +5,16 @@ A provider's API token is sealed with APP_DATA_ENCRYPTION_KEY (SPEC 12.3), so
 a provider can only be added where the key is set.
 """
 
+from peewee import IntegrityError
+
 from commerce.catalogue import CatalogueError, checked_currency
-from commerce.orders import ORDER_PAYMENT_WINDOW, OrderRejected, check_provider, orderable_customer
+from commerce.orders import (
+    IDEMPOTENCY_KEY_REUSED,
+    ORDER_PAYMENT_WINDOW,
+    OrderRejected,
+    check_provider,
+    orderable_customer,
+)
 from models.base import db, utcnow
 from models.commerce import Order
 from models.goods import Goods, GoodsPrice, GoodsProvider
@@ -17,6 +25,7 @@ GOODS_INACTIVE = "goods_inactive"
 GOODS_NOT_PRICED = "goods_not_priced"
 INVALID_PRICE = "invalid_price"
 NO_DATA_KEY = "data_key_missing"
+GOODS_PROVIDER_NOT_CONFIGURED = "goods_provider_not_configured"
 
 
 def add_provider(name, base_url, api_token):
@@ -59,17 +68,46 @@ def active_goods(currency):
     return list(query.order_by(GoodsPrice.amount_minor, Goods.id))
 
 
+def goods_on_sale():
+    """[(goods, {currency: amount_minor})] of the active goods with a price and a provider whose token
+    opens here, by name: what a customer can buy."""
+    prices = {}
+    for price in GoodsPrice.select().join(Goods).where(Goods.active):
+        prices.setdefault(price.goods_id, {})[price.currency] = price.amount_minor
+    on_sale = Goods.select().where(Goods.id.in_(list(prices))).order_by(Goods.name, Goods.id) if prices else []
+    usable = {}
+    return [
+        (goods, prices[goods.id])
+        for goods in on_sale
+        if usable.setdefault(goods.provider_id, deliverable(goods.provider_id))
+    ]
+
+
 def purchasable_goods(goods_id):
     goods = Goods.get_or_none(Goods.id == goods_id)
     if goods is None:
         raise CatalogueError(GOODS_NOT_FOUND, f"goods {goods_id} do not exist")
     if not goods.active:
         raise CatalogueError(GOODS_INACTIVE, f"goods {goods_id} are not on sale")
+    if not deliverable(goods.provider_id):
+        raise CatalogueError(
+            GOODS_PROVIDER_NOT_CONFIGURED, f"goods {goods_id} cannot be delivered: their provider has no usable token"
+        )
     return goods
 
 
-def create_goods_order(customer_id, goods_id, currency, provider=None):
-    """A pending `goods` order priced from the catalogue; OrderRejected says why not (nothing written)."""
+def deliverable(provider_id):
+    """Whether the provider's sealed token opens here: without it a paid order could never be delivered."""
+    try:
+        token = GoodsProvider.get_by_id(provider_id).api_token
+    except sealing.UnsealError:
+        return False
+    return bool(token)
+
+
+def create_goods_order(customer_id, goods_id, currency, provider=None, key=None):
+    """A pending `goods` order priced from the catalogue; OrderRejected says why not (nothing written).
+    With `key` (an idempotency key) the same request finds the order it made; another request is refused."""
     try:
         checked_currency(currency)
         customer = orderable_customer(customer_id)
@@ -79,7 +117,7 @@ def create_goods_order(customer_id, goods_id, currency, provider=None):
     except CatalogueError as error:
         raise OrderRejected(error.code, str(error)) from None
     now = utcnow()
-    return Order.create(
+    fields = dict(
         customer=customer.id,
         goods=goods.id,
         operation="goods",
@@ -87,6 +125,32 @@ def create_goods_order(customer_id, goods_id, currency, provider=None):
         amount_minor=price,
         currency=currency,
         provider=provider,
+        idempotency_key=key,
         created_at=now,
         expires_at=now + ORDER_PAYMENT_WINDOW,
     )
+    if key is None:
+        return Order.create(**fields)
+    existing = Order.get_or_none(Order.idempotency_key == key)
+    if existing is not None:
+        return _same_request(existing, fields)
+    try:
+        with db.atomic():
+            return Order.create(**fields)
+    except IntegrityError:
+        existing = Order.get_or_none(Order.idempotency_key == key)
+        if existing is None:
+            raise
+        return _same_request(existing, fields)  # a concurrent request with the same key won
+
+
+def _same_request(existing, fields):
+    same = (existing.customer_id, existing.operation, existing.goods_id, existing.currency) == (
+        fields["customer"],
+        "goods",
+        fields["goods"],
+        fields["currency"],
+    )
+    if not same:
+        raise OrderRejected(IDEMPOTENCY_KEY_REUSED, "the idempotency key was already used for another order")
+    return existing

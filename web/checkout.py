@@ -1,19 +1,22 @@
 """Checkout over the operator token, for scripted shops (SPEC 13.4, 13.12): the HTTP side of commerce/checkout.py.
 
 POST /v1/checkout   {customerId, kind, provider, currency, requestId, planId?, addonId?,
-                     subscriptionId?, amountMinor?, offerId?}
+                     subscriptionId?, amountMinor?, offerId?, goodsId?}
 GET  /checkout/return   where a payer lands after paying at a provider (a page, not the API)
 
 `provider` is yookassa, cryptobot, stars or wallet. The answer (200) names
 the order, its status and, by provider, the confirmation URL to send the
 payer to or the Stars invoice for the bot; a wallet order is paid at once.
+`kind` `goods` with `goodsId` buys digital goods at their catalogue price in
+the currency (docs/goods.md).
 `requestId` makes a retried request the same checkout (the same order and
 the same payment at the provider). Refusals write nothing: 400 for a
 malformed request, 403 `customer_blocked` for a customer who is blocked
 (by hand or by a blocklist, ops/blocklists.py), 404 for an unknown customer,
-plan, add-on or subscription, 409 when the order or the subscription cannot
+plan, add-on, subscription or goods, 409 when the order or the subscription cannot
 take it, 422 for what the shop does not sell this way (a plan not priced in
-the currency, a provider not configured, a wallet that cannot
+the currency, goods not on sale or whose provider has no usable
+token, a provider not configured, a wallet that cannot
 cover it, a top-up above APP_TOPUP_MAX_MINOR, an amount above what the
 provider takes in one payment), 502 when the provider refused or did not
 answer, and 503 `maintenance_active` while maintenance is on.
@@ -24,6 +27,7 @@ import bottle
 from commerce import checkout
 from commerce import orders as order_codes
 from commerce.catalogue import ADDON_NOT_FOUND, INVALID_CURRENCY, PLAN_NOT_FOUND
+from goods.catalogue import GOODS_NOT_FOUND
 from integrations.payments import PROVIDER_HTTP_PREFIX, PROVIDER_REJECTED, PROVIDER_UNAVAILABLE
 from web import problems
 from web.answers import answered, bearer_refusal, json_answer, json_body, require_schema
@@ -33,7 +37,7 @@ REQUEST_ID_MAX = 64
 TEXT_MAX = 200
 BIGINT_MAX = 2**63 - 1  # what the database's ids and amounts hold
 TEXT_FIELDS = ("customerId", "kind", "provider", "currency", "requestId", "subscriptionId")
-INTEGER_FIELDS = ("planId", "addonId", "amountMinor", "offerId")
+INTEGER_FIELDS = ("planId", "addonId", "amountMinor", "offerId", "goodsId")
 REQUIRED = ("customerId", "kind", "provider", "currency", "requestId")
 STATUS_OF = {
     order_codes.CUSTOMER_BLOCKED: 403,
@@ -41,6 +45,8 @@ STATUS_OF = {
     order_codes.SUBSCRIPTION_NOT_FOUND: 404,
     PLAN_NOT_FOUND: 404,
     ADDON_NOT_FOUND: 404,
+    GOODS_NOT_FOUND: 404,
+    checkout.GOODS_REQUIRED: 400,
     order_codes.INVALID_ORDER_KIND: 400,
     order_codes.INVALID_AMOUNT: 400,
     order_codes.UNEXPECTED_FIELD: 400,
@@ -102,6 +108,7 @@ def _checkout(providers, public_url, topup_max):
             subscription_id=request.get("subscriptionId"),
             amount_minor=request.get("amountMinor"),
             offer_id=request.get("offerId"),
+            goods_id=request.get("goodsId"),
             key=f"checkout:{request['customerId']}:{request['requestId']}",
             topup_max=topup_max,
         )

@@ -10,7 +10,7 @@ import json
 import bottle
 
 from commerce import webhooks as webhook_intake
-from commerce.orders import ORDERABLE_KINDS
+from commerce.checkout import CHECKOUT_KINDS
 from commerce.phase import PHASES
 from commerce.providers import PAYMENT_METHODS
 from fulfillment import bulk as fulfillment_bulk
@@ -1143,7 +1143,7 @@ CHECKOUT_TEXT = {"type": "string", "minLength": 1, "maxLength": web_checkout.TEX
 CHECKOUT_REQUEST = _object(
     {
         "customerId": CHECKOUT_TEXT,
-        "kind": {"type": "string", "enum": list(ORDERABLE_KINDS)},
+        "kind": {"type": "string", "enum": list(CHECKOUT_KINDS)},
         "provider": {"type": "string", "enum": list(PAYMENT_METHODS)},
         "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
         "requestId": {**CHECKOUT_TEXT, "maxLength": web_checkout.REQUEST_ID_MAX},
@@ -1156,6 +1156,7 @@ CHECKOUT_REQUEST = _object(
             "description": "a top-up's amount; prices come from the catalogue",
         },
         "offerId": INTEGER,
+        "goodsId": {**INTEGER, "description": "the goods a `goods` checkout buys, at their price in the currency"},
     },
     required=["customerId", "kind", "provider", "currency", "requestId"],
 )
@@ -1244,11 +1245,13 @@ def _commerce_paths():
                     "400": BAD_REQUEST,
                     "401": UNAUTHORIZED,
                     "403": _error("the customer is blocked, by hand or by a blocklist (`customer_blocked`)"),
-                    "404": _error("no such customer, plan, add-on or subscription"),
+                    "404": _error("no such customer, plan, add-on, subscription or goods (`goods_not_found`)"),
                     "409": _error("the order or the subscription cannot take it (`order_not_payable`, …)"),
                     "422": _error(
-                        "not sold this way: a plan not priced in the currency, a provider"
-                        " not configured, a wallet that cannot cover it (`insufficient_funds`), …"
+                        "not sold this way: a plan or goods not priced in the currency (`goods_not_priced`), goods"
+                        " not on sale (`goods_inactive`) or whose provider has no usable token"
+                        " (`goods_provider_not_configured`), a provider not configured, a wallet that cannot cover"
+                        " it (`insufficient_funds`), …"
                     ),
                     "502": _error("the provider refused or did not answer (`provider_unavailable`, …)"),
                     "503": _error("maintenance is on (`maintenance_active`), or the database is unreachable"),
@@ -1377,8 +1380,91 @@ GOODS_DELIVERY = _object(
 )  # fmt: skip
 
 
+GOODS = _object(
+    {
+        "id": INTEGER,
+        "code": STRING,
+        "name": STRING,
+        "sku": STRING,
+        "providerId": INTEGER,
+        "provider": NULLABLE_STRING,
+        "prices": {"type": "object", "additionalProperties": INTEGER, "description": "currency → minor units"},
+        "active": BOOLEAN,
+    }
+)
+GOODS_PROVIDER = _object(
+    {
+        "id": INTEGER,
+        "name": STRING,
+        "url": {**STRING, "description": "the base URL's origin only"},
+        "tokenUsable": {**BOOLEAN, "description": "whether the sealed token opens with this shop's key (never shown)"},
+    }
+)
+PRICES = {
+    "type": "object",
+    "additionalProperties": {"type": "integer", "minimum": 0},
+    "minProperties": 1,
+    "description": "currency (three capital letters) → price in minor units",
+}
+
+
+def _goods_change(summary, body, answer, errors, parameters=()):
+    return {
+        "post": {
+            "summary": summary,
+            "security": SESSION,
+            "parameters": [*parameters, REASON],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {
+                answer[0]: _ok(answer[1]),
+                "400": _error("bad input (`invalid_goods_field`, `invalid_prices`, `invalid_url`, `invalid_token`,"
+                              " `reason_required`, `invalid_body`)"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                **errors,
+            },
+        }
+    }  # fmt: skip
+
+
 def _goods_paths():
     return {
+        "/v1/panel/goods": {
+            **_get(
+                "Goods with their prices and status, and their providers (payments.read)",
+                _object({"goods": _array(GOODS), "providers": _array(GOODS_PROVIDER)}),
+            ),
+            **_goods_change(
+                "Add goods (payments.write, audited `panel.goods.added`)",
+                _object(
+                    {"code": STRING, "name": STRING, "providerId": INTEGER, "sku": STRING, "prices": PRICES},
+                    required=["code", "name", "providerId", "sku", "prices"],
+                ),
+                ("201", _object({"goods": GOODS})),
+                {
+                    "404": _error("no such provider (`provider_not_found`)"),
+                    "409": _error("the code is taken (`goods_code_taken`)"),
+                },
+            ),
+        },
+        "/v1/panel/goods/{goodsID}": _goods_change(
+            "Change goods: name, provider, SKU, the whole set of prices, on or off sale (payments.write, audited"
+            " `panel.goods.changed`, `.activated`, `.deactivated`)",
+            _object({"name": STRING, "providerId": INTEGER, "sku": STRING, "prices": PRICES, "active": BOOLEAN}),
+            ("200", _object({"goods": GOODS})),
+            {"404": _error("no such goods or provider (`goods_not_found`, `provider_not_found`)")},
+            parameters=[_id_parameter("goodsID")],
+        ),
+        "/v1/panel/goods/providers": _goods_change(
+            "Add a goods provider; its API token is sealed and never shown back (payments.write, audited"
+            " `panel.goods_provider.added`)",
+            _object({"name": STRING, "url": STRING, "token": STRING}, required=["name", "url", "token"]),
+            ("201", _object({"provider": GOODS_PROVIDER})),
+            {
+                "409": _error("the name is taken (`provider_name_taken`)"),
+                "503": _error("APP_DATA_ENCRYPTION_KEY is not set (`data_key_missing`)"),
+            },
+        ),
         "/v1/panel/goods/deliveries": _get(
             "Goods deliveries that need review, oldest first (payments.read)",
             _object({"deliveries": _array(GOODS_DELIVERY)}),

@@ -112,7 +112,12 @@ def on_buy(query, context):
 
 def payment_choices(context, plan):
     """[(method, currency, label)] for a plan: what it is priced in and the shop offers."""
-    prices = catalogue.plan_prices(plan)
+    return priced_choices(context, catalogue.plan_prices(plan))
+
+
+def priced_choices(context, prices, hosted=methods.HOSTED):
+    """[(method, currency, label)] for prices ({currency: amount}): Stars, the wallet, and the `hosted`
+    providers the shop offers."""
     offered = services.current().providers
     choices = []
     if STARS_CURRENCY in prices:
@@ -128,7 +133,7 @@ def payment_choices(context, plan):
             balance=texts.money(held[currency], currency),
         )
         choices.append((methods.WALLET, currency, label))
-    for method in methods.HOSTED:
+    for method in hosted:
         if not methods.offered(offered, method):
             continue
         accepted = [currency for currency in fiat if methods.accepts(method, currency)]

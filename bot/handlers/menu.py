@@ -5,13 +5,14 @@ shop) or answered here."""
 from telebot.types import InaccessibleMessage
 
 from bot import keyboards
-from bot.handlers import buy, codes, reviews, subscriptions, support, wallet
+from bot.handlers import buy, codes, goods, reviews, subscriptions, support, wallet
 from commerce import customers
 
 BUY_ACTIONS = (
     keyboards.BUY, keyboards.PLAN, keyboards.PAY, keyboards.GIFT, keyboards.GIFT_PAY, keyboards.NEW, keyboards.EXTEND,
-    keyboards.EXTEND_PAY,
+    keyboards.EXTEND_PAY, keyboards.SHOP, keyboards.GOODS, keyboards.GOODS_PAY,
 )  # fmt: skip
+GOODS_ACTIONS = (keyboards.SHOP, keyboards.GOODS, keyboards.GOODS_PAY)
 
 
 def needs_membership(update):
@@ -33,6 +34,9 @@ def on_press(query, context):
         # press is answered in words and the menu is sent afresh.
         context.answer_callback(query.id, context.text("message_too_old"))
         context.send(query.message.chat.id, context.text("main_menu"), keyboards.main_menu(context.language))
+        return
+    if press.action in GOODS_ACTIONS:
+        goods.on_press(query, context, press)
         return
     if press.action in BUY_ACTIONS:
         buy.on_press(query, context, press)

@@ -725,12 +725,18 @@ ROUTES = [
     ("GET", "/v1/panel/support/tickets/{ticket}", "support.read"),
     ("POST", "/v1/panel/support/tickets/{ticket}/replies", "support.write"),
     ("GET", "/v1/panel/operators", "operators.write"),
+    ("GET", "/v1/panel/goods", "payments.read"),
+    ("POST", "/v1/panel/goods", "payments.write"),
+    ("POST", "/v1/panel/goods/999999", "payments.write"),
+    ("POST", "/v1/panel/goods/providers", "payments.write"),
 ]
 # What a permitted route answers when the matrix's world cannot take the change: the subscription is
 # provisioned, so there is nothing to re-provision (its own tests cover the success).
 REFUSALS_WHEN_ALLOWED = {
     "/v1/panel/customers/{customer}/subscriptions/{subscription}/reprovision": (409,),
     "/v1/panel/campaigns/{campaign}/start": (409,),  # the campaign is sending already (pause and resume succeed)
+    "/v1/panel/goods": (404,),  # no goods provider in this world (tests/web/test_goods_catalogue.py adds one)
+    "/v1/panel/goods/999999": (404,),
 }
 # Bodies of the routes that take more than the operator changes' {operation, requestId}.
 BODIES = {
@@ -740,6 +746,9 @@ BODIES = {
     "/v1/panel/plans": {"code": "quarter", "name": "Quarter", "durationDays": 90, "prices": {"RUB": 49900}},
     "/v1/panel/plans/{plan}": {"graceHours": 48, "prices": {"RUB": 49900}},
     "/v1/panel/addons": {"code": "more-devices", "name": "More devices", "extraDevices": 2, "prices": {"RUB": 9900}},
+    "/v1/panel/goods": {"code": "v", "name": "Voucher", "providerId": 999999, "sku": "v-1", "prices": {"RUB": 100}},
+    "/v1/panel/goods/999999": {"active": False},
+    "/v1/panel/goods/providers": {"name": "p", "url": "https://goods.example", "token": "token-0123456789"},
 }
 # Routes for any signed-in operator: who one is, Home (its sections follow the permissions), one's own time zone.
 SESSION_ROUTES = [

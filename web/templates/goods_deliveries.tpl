@@ -1,4 +1,4 @@
-% rebase("layout", title="Goods", operator=operator, here="/panel/goods/deliveries")
+% rebase("layout", title="Goods deliveries", operator=operator, here="/panel/goods")
 <h1>Goods deliveries needing review</h1>
 <p class="muted">The provider may or may not have sold these: its answer was lost or unclear, or a worker stopped while it asked. They are never sent to the provider again. Check each order at the provider, then mark it delivered or refund it to the customer's wallet.</p>
 % if not rows:
