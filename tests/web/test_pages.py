@@ -46,8 +46,8 @@ def test_without_a_session_every_page_sends_the_browser_to_the_login_page(web):
 def test_the_navigation_is_shop_then_system_as_the_readme_names_them(web):
     headers = api.session_of(web)
     shop_pages = [
-        "/panel", "/panel/customers", "/panel/orders", "/panel/payments", "/panel/goods", "/panel/plans", "/panel/campaigns", "/panel/bulk-actions",
-        "/panel/support",
+        "/panel", "/panel/customers", "/panel/orders", "/panel/payments", "/panel/goods", "/panel/plans",
+        "/panel/campaigns", "/panel/bulk-actions", "/panel/support",
     ]  # fmt: skip
     for path, title in zip(shop_pages + PAGES + ["/panel/operators"], SHOP_NAVIGATION + NAVIGATION, strict=True):
         text = page(web, path, headers).text
