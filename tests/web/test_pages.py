@@ -18,7 +18,7 @@ from tests.web import test_panel_api as api
 from web.pages import drift_value
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOP_NAVIGATION = ["Home", "Customers", "Campaigns", "Bulk actions", "Support"]
+SHOP_NAVIGATION = ["Home", "Customers", "Codes", "Goods", "Campaigns", "Bulk actions", "Support"]
 NAVIGATION = ["Operations", "Drift", "Outbox", "Blocklists", "Queue", "Anomalies", "Operators"]
 PAGES = [
     "/panel/system/operations",
@@ -45,8 +45,11 @@ def test_without_a_session_every_page_sends_the_browser_to_the_login_page(web):
 
 def test_the_navigation_is_shop_then_system_as_the_readme_names_them(web):
     headers = api.session_of(web)
-    shop_pages = ["/panel", "/panel/customers", "/panel/campaigns", "/panel/bulk-actions", "/panel/support"]
-    for path, title in zip(shop_pages + PAGES + ["/panel/operators"], SHOP_NAVIGATION + NAVIGATION, strict=True):
+    shop_pages = ["/panel", "/panel/customers", "/panel/codes", "/panel/goods/deliveries", "/panel/campaigns",
+                  "/panel/bulk-actions", "/panel/support"]  # fmt: skip
+    titles = {"Goods": "Goods deliveries"}  # a page titled more precisely than its navigation entry
+    for path, label in zip(shop_pages + PAGES + ["/panel/operators"], SHOP_NAVIGATION + NAVIGATION, strict=True):
+        title = titles.get(label, label)
         text = page(web, path, headers).text
         shop, system = re.findall(r"<nav[^>]*>(.*?)</nav>", text, re.DOTALL)
         assert ">Shop<" in shop and re.findall(r">([^<>]+)</a>", shop) == SHOP_NAVIGATION
