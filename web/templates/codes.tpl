@@ -66,7 +66,7 @@
 % if not rows:
 <div class="empty">None issued yet.</div>
 % else:
-<table id="{{kind}}-codes">
+<div class="table-scroll" style="overflow-x:auto; max-width:100%"><table id="{{kind}}-codes">
   <tr><th>id</th><th>plan</th><th>status</th><th>redemptions</th><th>expires</th><th>issued</th><th></th></tr>
   % for row in rows:
   % status = status_of(row, now)
@@ -93,7 +93,7 @@
     </td>
   </tr>
   % end
-</table>
+</table></div>
 % end
 % if next_cursor:
 <p><a href="?{{cursor_name}}={{next_cursor}}">Older {{title.lower()}} →</a></p>

@@ -37,7 +37,7 @@
 % if not timeline:
 <div class="empty">Nothing has happened yet.</div>
 % else:
-<table id="timeline">
+<div class="table-scroll" style="overflow-x:auto; max-width:100%"><table id="timeline">
   <tr><th>when</th><th>what</th><th>status</th></tr>
   % for entry in timeline:
   <tr data-timeline="{{entry.kind}}">
@@ -52,7 +52,7 @@
     <td class="status-{{entry.status}}" data-status="{{entry.status}}" title="{{entry.status}}">{{entry.shown}}</td>
   </tr>
   % end
-</table>
+</table></div>
 % if len(timeline) == timeline_rows:
 <p class="muted">The newest {{timeline_rows}} entries; the sections below page through every order, payment and ticket.</p>
 % end

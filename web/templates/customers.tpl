@@ -1,8 +1,8 @@
 % rebase("layout", title="Customers", operator=operator, here="/panel/customers")
 % from commerce.customers import shown_name
 <h1>Customers</h1>
-<form class="filters" method="get" id="customer-search">
-  <label>Find <input name="q" value="{{text}}" size="40" placeholder="name, @username, Telegram id, customer id or panel username" aria-label="search"></label>
+<form class="filters" method="get" id="customer-search" style="flex-wrap:wrap">
+  <label style="max-width:100%">Find <input name="q" value="{{text}}" size="40" style="max-width:100%; box-sizing:border-box" placeholder="name, @username, Telegram id, customer id or panel username" aria-label="search"></label>
   <button type="submit">Search</button>
   % if text:
   <a href="/panel/customers">all customers</a>
@@ -13,7 +13,7 @@
 % elif not rows:
 <div class="empty">{{"No customer matches " + repr(text) + "." if text else "No customers yet."}}</div>
 % else:
-<table id="customers">
+<div class="table-scroll" style="overflow-x:auto; max-width:100%"><table id="customers">
   <tr><th>name</th><th>phase</th><th>plan</th><th>ends</th><th>wallet</th><th>Telegram</th><th>since</th></tr>
   % for customer in rows:
   % state, plan_name, ends_at, balances = summary[customer.id]
@@ -33,7 +33,7 @@
     <td class="muted">{{iso(customer.created_at)}}</td>
   </tr>
   % end
-</table>
+</table></div>
 % end
 % if next_cursor:
 <p><a href="?cursor={{next_cursor}}">Older →</a></p>
