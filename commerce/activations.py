@@ -11,6 +11,8 @@ without its period, nor a period given without the use recorded.
 - An access code has a maximum number of activations (`activation_count`
   cannot pass `max_activations`, a CHECK) and one activation per customer
   (UNIQUE (code, customer)); an inactive or expired code activates nothing.
+- A card or code an operator revoked (`revoked_at`, web/backoffice_codes.py)
+  activates nothing: `code_revoked`.
 - A trial is ordered through checkout (`trial` kind, settled `trial`), or
   taken from the bot (`activate_trial`: the active trial plan's free order,
   settled at once): the `trial_activations` row, unique per customer,
@@ -34,6 +36,7 @@ from models.transactions import locked
 
 INVALID_CODE = "invalid_code"
 CODE_EXPIRED = "code_expired"
+CODE_REVOKED = "code_revoked"
 CODE_USED_UP = "code_used_up"
 CODE_ALREADY_USED = "code_already_used"
 NO_TRIAL = "no_trial"
@@ -60,6 +63,8 @@ def activate_gift_card(customer_id, code):
         card = locked(GiftCard.select().where(GiftCard.code_hash == code_hash(code))).first()
         if card is None:
             raise ActivationRejected(INVALID_CODE, "no such gift card")
+        if card.revoked_at is not None:
+            raise ActivationRejected(CODE_REVOKED, "this gift card has been revoked")
         if card.status == "redeemed":
             raise ActivationRejected(CODE_USED_UP, "this gift card has been redeemed")
         now = utcnow()
@@ -79,6 +84,8 @@ def activate_access_code(customer_id, code):
         row = locked(AccessCode.select().where(AccessCode.code_hash == code_hash(code))).first()
         if row is None:
             raise ActivationRejected(INVALID_CODE, "no such access code")
+        if row.revoked_at is not None:
+            raise ActivationRejected(CODE_REVOKED, "this access code has been revoked")
         now = utcnow()
         if not row.active or (row.expires_at is not None and row.expires_at <= now):
             raise ActivationRejected(CODE_EXPIRED, "this access code is no longer valid")

@@ -5,6 +5,9 @@ returned once, to whoever made it. Normalising (capitals, no spaces or
 dashes) lets a customer type `abcd efgh-…` for `ABCD-EFGH-…`. A generated
 code has 16 characters from a 32-letter alphabet without look-alikes
 (80 random bits), so its hash cannot be reversed by trying codes.
+
+An operator revokes a card or code with a reason (`revoke`): `revoked_at`
+is set once, and activations refuse it from then on.
 """
 
 import hashlib
@@ -20,6 +23,7 @@ MIN_CHOSEN_LENGTH = 6  # an operator may choose an access code, e.g. SPRING2027
 INVALID_CODE = "invalid_code"
 CODE_TAKEN = "code_taken"
 INVALID_ACTIVATION_LIMIT = "invalid_activation_limit"
+ALREADY_REVOKED = "already_revoked"
 
 
 class CodeRejected(ValueError):
@@ -68,3 +72,38 @@ def find_gift_card(code):
 
 def find_access_code(code):
     return AccessCode.get_or_none(AccessCode.code_hash == code_hash(code))
+
+
+def revoke(model, key, reason, now):
+    """Revoke the gift card or access code `key` (`model` is GiftCard or AccessCode) with `reason`:
+    it activates nothing after (commerce/activations.py). Returns the row; None when there is no such
+    row; CodeRejected(ALREADY_REVOKED) when it was revoked already, or (a gift card) has been redeemed."""
+    row = model.get_or_none(model.id == key)
+    if row is None:
+        return None
+    if row.revoked_at is not None:
+        raise CodeRejected(ALREADY_REVOKED, "this code has been revoked already")
+    if model is GiftCard and row.status == "redeemed":
+        raise CodeRejected(ALREADY_REVOKED, "this gift card has been redeemed: there is nothing left to revoke")
+    changes = {"revoked_at": now, "revoked_reason": reason}
+    if model is AccessCode:
+        changes["active"] = False
+    changed = model.update(**changes).where(model.id == key, model.revoked_at.is_null()).execute()
+    if changed != 1:  # revoked meanwhile by another operator
+        raise CodeRejected(ALREADY_REVOKED, "this code has been revoked already")
+    return model.get_by_id(key)
+
+
+def status_of(row, now):
+    """What a card or code is now, in one word: revoked, redeemed, used up, expired or active."""
+    if row.revoked_at is not None:
+        return "revoked"
+    if isinstance(row, GiftCard):
+        if row.status == "redeemed":
+            return "redeemed"
+        return "expired" if row.status == "expired" or row.expires_at <= now else "active"
+    if row.activation_count >= row.max_activations:
+        return "used up"
+    if not row.active:
+        return "inactive"
+    return "expired" if row.expires_at is not None and row.expires_at <= now else "active"

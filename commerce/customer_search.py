@@ -1,11 +1,15 @@
-"""Finding a customer by what an operator knows of them (SPEC 13.14): their id,
-Telegram id, Telegram username (with or without the @) or the username of one
-of their subscriptions on the panel.
+"""Finding a customer by what an operator knows of them (SPEC 13.14): their name,
+id, Telegram id, Telegram username (with or without the @) or the username of
+one of their subscriptions on the panel.
 
-One text is looked up as each of these at once, exactly (a username without
-regard to case, as Telegram treats it), each lookup on an index. Anything
-that cannot be any of them is refused, so a typo or a pasted sentence gets a
-plain answer instead of an empty page.
+One text is looked up as each of these at once, each lookup on an index: the
+ids and usernames exactly (a Telegram username without regard to case, as
+Telegram treats it), the name as the start of the customer's name in any
+script and any case ("ivan", "Иван", "ИВАН" find "Иван Петров"). Names are
+compared by `customers.search_name` (models.commerce.search_name: casefold(),
+spaces collapsed, kept by every write of a name; migration 0045), as a range
+of code points, because SQLite's LOWER and LIKE fold only ASCII. Text that is
+empty after folding, too long or holds control characters is refused.
 """
 
 import functools
@@ -14,14 +18,14 @@ import re
 
 from peewee import fn
 
-from models.commerce import Customer, Subscription
+from models.commerce import Customer, Subscription, search_name
 
 INVALID_SEARCH = "invalid_search"
 SEARCH_MAX = 64
 MAX_MATCHES = 50
 TELEGRAM_ID_MAX = 2**63 - 1
-# Customer ids are UUIDs, Telegram usernames letters, digits and _, panel usernames also - and .
-_SEARCHABLE = re.compile(r"@?[A-Za-z0-9_.:-]{1,64}")
+# After the last code point: a name prefix p is the range [p, p + LAST) in code point order.
+LAST = "\U0010ffff"
 _TELEGRAM_USERNAME = re.compile(r"[A-Za-z0-9_]{1,32}")
 
 
@@ -36,10 +40,11 @@ class SearchRejected(ValueError):
 def find_customers(text):
     """The customers `text` names, newest first (at most MAX_MATCHES); SearchRejected if it names none."""
     text = (text or "").strip()
-    if len(text) > SEARCH_MAX or not _SEARCHABLE.fullmatch(text):
+    folded = search_name(text)
+    if not folded or len(text) > SEARCH_MAX or not text.isprintable():
         raise SearchRejected(
-            "search by a customer id, a Telegram id, a Telegram @username or a panel username"
-            f" (letters, digits and _ . : - only, up to {SEARCH_MAX})"
+            "search by a name, a customer id, a Telegram id, a Telegram @username or a panel username"
+            f" (up to {SEARCH_MAX} characters)"
         )
     name = text.removeprefix("@")
     # One indexed lookup per reading of the text, united: an OR of them would read the whole table.
@@ -49,6 +54,9 @@ def find_customers(text):
     if _TELEGRAM_USERNAME.fullmatch(name):
         lookups.append(Customer.select(Customer.id).where(fn.LOWER(Customer.telegram_username) == name.lower()))
     lookups.append(Subscription.select(Subscription.customer).where(Subscription.remote_username == name))
+    lookups.append(
+        Customer.select(Customer.id).where((Customer.search_name >= folded) & (Customer.search_name < folded + LAST))
+    )
     named = functools.reduce(operator.or_, lookups)
     query = Customer.select().where(Customer.id.in_(named))
     return list(query.order_by(Customer.created_at.desc(), Customer.id).limit(MAX_MATCHES))

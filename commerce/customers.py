@@ -10,7 +10,7 @@ from peewee import IntegrityError
 
 from models.base import db, utcnow
 from models.blocklists import BlocklistEntry
-from models.commerce import Customer, Subscription
+from models.commerce import Customer, Subscription, search_name
 
 BLOCKED_BY_LIST = "blocklist"  # blocked_reason of a customer a blocklist blocked (ops/blocklists.py)
 
@@ -75,6 +75,7 @@ def customer_for_telegram(identity, language, known=None):
     changes = {}
     if customer.display_name != identity.display_name:
         changes["display_name"] = identity.display_name
+        changes["search_name"] = search_name(identity.display_name)
     if (customer.telegram_username or None) != (identity.username or None):
         changes["telegram_username"] = identity.username or None
     if customer.telegram_unreachable_at is not None:

@@ -64,6 +64,8 @@ class GiftCard(BaseModel):
     redeemed_at = DateTimeField(null=True)
     redemption_order = ForeignKeyField(Order, null=True, unique=True, backref="+", column_name="redemption_order_id")
     created_at = DateTimeField(default=utcnow)
+    revoked_at = DateTimeField(null=True)  # an operator's revocation: it activates nothing after
+    revoked_reason = TextField(null=True)
 
     class Meta:
         table_name = "gift_cards"
@@ -78,6 +80,8 @@ class AccessCode(BaseModel):
     expires_at = DateTimeField(null=True)
     active = BooleanField(default=True)
     created_at = DateTimeField(default=utcnow)
+    revoked_at = DateTimeField(null=True)  # an operator's revocation (active is then False too)
+    revoked_reason = TextField(null=True)
 
     class Meta:
         table_name = "access_codes"

@@ -48,6 +48,11 @@ def new_uuid():
     return str(uuid.uuid4())
 
 
+def search_name(name):
+    """A name as customers are found by it: case-folded in any script ("ИВАН" → "иван"), spaces collapsed."""
+    return " ".join(str(name or "").casefold().split())
+
+
 class Customer(BaseModel):
     id = TextField(primary_key=True, default=new_uuid)
     display_name = TextField(default="")
@@ -59,9 +64,14 @@ class Customer(BaseModel):
     blocked_at = DateTimeField(null=True)
     created_at = DateTimeField(default=utcnow)
     telegram_unreachable_at = DateTimeField(null=True)  # Telegram answered 403: the customer blocked the bot
+    search_name = TextField(default="")  # search_name(display_name), kept by save() and every rename
 
     class Meta:
         table_name = "customers"
+
+    def save(self, *args, **kwargs):
+        self.search_name = search_name(self.display_name)
+        return super().save(*args, **kwargs)
 
 
 class Plan(BaseModel):

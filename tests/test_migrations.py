@@ -126,6 +126,7 @@ def test_fresh_database_migrates_from_nothing(tmp_path):
         "0040_campaign_audiences",
         "0041_bulk_actions",
         "0043_order_payment_lists",
+        "0045_name_search_code_revocation",
     ]
     assert migrations.pending(database) == everything
     assert migrations.apply(database) == everything

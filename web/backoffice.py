@@ -32,7 +32,7 @@ import bottle
 from peewee import fn
 
 from commerce import ledger, phase
-from commerce.customer_search import SearchRejected, find_customers
+from commerce.customer_search import INVALID_SEARCH, SearchRejected, find_customers
 from commerce.customers import shown_name
 from commerce.ledger import history
 from commerce.refunds import DESTINATIONS as REFUND_DESTINATIONS
@@ -385,6 +385,15 @@ def decode_position(raw):
     return created_at, key
 
 
+def search_param(raw):
+    """The search text of a query string as the operator typed it: WSGI hands it over as Latin-1, and names are
+    in any script. Bytes that are not UTF-8 are a 400 `invalid_search`."""
+    try:
+        return (raw or "").encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        raise Problem(400, INVALID_SEARCH, "the search text is not UTF-8") from None
+
+
 def customers_page(text, cursor, limit):
     """(customers, next cursor): those `text` names (no further page), or every customer newest first."""
     if text:
@@ -401,6 +410,46 @@ def customers_page(text, cursor, limit):
     page = list(rows.order_by(Customer.created_at.desc(), Customer.id).limit(limit + 1))
     last = page[limit - 1] if len(page) > limit else None
     return page[:limit], encode_position(last.created_at, last.id) if last else None
+
+
+def customer_rows(customers, now=None):
+    """{customer id: (phase, plan name, ends_at, {currency: wallet balance})} for a page of customers, in four
+    queries whatever their number (no query per row): their first subscription's standing, its plan, and the
+    sums of their wallet accounts."""
+    ids = [c.id for c in customers]
+    if not ids:
+        return {}
+    first = {}
+    for subscription in Subscription.select().where(Subscription.customer.in_(ids)).order_by(Subscription.slot):
+        first.setdefault(subscription.customer_id, subscription.id)
+    standings = phase.standings(list(first.values()), now)
+    plans = plans_of(standings.values())
+    names = {ledger.wallet(key): key for key in ids}
+    balances = {key: {} for key in ids}
+    sums = (
+        LedgerAccount.select(
+            LedgerAccount.name, LedgerAccount.currency, fn.COALESCE(fn.SUM(LedgerEntry.amount_minor), 0)
+        )
+        .join(LedgerEntry, on=(LedgerEntry.account == LedgerAccount.id))
+        .where(LedgerAccount.name.in_(list(names)))
+        .group_by(LedgerAccount.name, LedgerAccount.currency)
+        .order_by(LedgerAccount.currency)
+        .tuples()
+    )
+    for name, currency, total in sums:
+        balances[names[name]][currency] = int(total)
+    rows = {}
+    for key in ids:
+        standing = standings.get(first.get(key))
+        entitlement = standing.entitlement if standing else None
+        plan = plans.get(entitlement.plan_id) if entitlement else None
+        rows[key] = (
+            standing.phase if standing else None,
+            plan.name if plan else None,
+            entitlement.ends_at if entitlement else None,
+            balances[key],
+        )
+    return rows
 
 
 def subscriptions_of(customer, now=None):
@@ -582,7 +631,7 @@ def build():
     def customers(operator):
         query = bottle.request.query
         limit = limit_param(query.get("limit"), DEFAULT_PAGE, MAX_PAGE)
-        text = query.get("q") or ""
+        text = search_param(query.get("q"))
         rows, next_cursor = customers_page(text, query.get("cursor"), limit)
         return json_answer(
             200, {"query": text or None, "customers": [customer_json(c) for c in rows], "nextCursor": next_cursor}

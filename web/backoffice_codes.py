@@ -1,7 +1,10 @@
 """The back office's gift cards, access codes and personal offers (SPEC 13.11, 13.14): an operator issues them.
 
-POST /v1/panel/gift-cards   {planId, validDays}                          a single-use gift card
-POST /v1/panel/access-codes {planId, maxActivations, validDays?, code?}  an access code (generated unless chosen)
+POST /v1/panel/gift-cards   {planId, validDays, count?}                  single-use gift cards (count, 1 by default)
+POST /v1/panel/access-codes {planId, maxActivations, validDays?, code?, count?}
+                                                                         access codes (generated unless chosen)
+POST /v1/panel/gift-cards/{id}/revoke, /v1/panel/access-codes/{id}/revoke
+                                                                         revoke one: it activates nothing after
 POST /v1/panel/customers/{c}/offers {discountPercent | discountMinor + currency, planId?, validDays}
                                                                          a personal offer (commerce/offers.py)
 
@@ -9,9 +12,15 @@ Both need `payments.write` (a code is worth a period) and `X-Operator-Reason`,
 and are audited in the transaction that makes them. The code is in the 201
 answer once: only its SHA-256 is stored (commerce/codes.py), so the audit,
 the logs and every later answer carry the card's or code's id, never the
-code. Customers activate them through commerce/activations.py. An offer
-needs `payments.write` too (it takes money off orders): a bad discount or
-expiry is a 400 (`invalid_discount`, `invalid_validity`) that writes nothing.
+code. A batch (`count` up to MAX_BATCH, one transaction, one audit row per
+card or code) answers every code under `issued`; the codes page
+(/panel/codes, web/templates/codes.tpl) shows them once and builds their CSV
+in the browser from that answer, so no plain code is kept anywhere, even for
+a download. A revocation needs `payments.write` and a reason, is audited,
+and refuses a second revocation (`already_revoked`, 409). Customers
+activate them through commerce/activations.py. An offer needs
+`payments.write` too (it takes money off orders): a bad discount or expiry
+is a 400 (`invalid_discount`, `invalid_validity`) that writes nothing.
 """
 
 import datetime
@@ -19,6 +28,7 @@ import datetime
 from commerce import codes, offers
 from commerce.catalogue import CatalogueError, purchasable_plan
 from models.base import db, utcnow
+from models.catalogue import AccessCode, GiftCard
 from ops import operators
 from ops.records import record_audit
 from web import backoffice, panel, problems
@@ -28,6 +38,12 @@ from web.problems import Problem
 CATEGORY = "payments"
 GIFT_CARD_ISSUED = "panel.gift_card.issued"
 ACCESS_CODE_ISSUED = "panel.access_code.issued"
+GIFT_CARD_REVOKED = "panel.gift_card.revoked"
+ACCESS_CODE_REVOKED = "panel.access_code.revoked"
+GIFT_CARD_NOT_FOUND = "gift_card_not_found"
+ACCESS_CODE_NOT_FOUND = "access_code_not_found"
+INVALID_COUNT = "invalid_count"
+MAX_BATCH = 1000
 OFFER_CREATED = "panel.personal_offer.created"
 MAX_VALID_DAYS = 3650
 MAX_ACTIVATIONS = 1_000_000
@@ -36,6 +52,7 @@ PROBLEMS = {
     codes.INVALID_CODE: 400,
     codes.INVALID_ACTIVATION_LIMIT: 400,
     codes.CODE_TAKEN: 409,
+    codes.ALREADY_REVOKED: 409,
 }
 
 
@@ -46,6 +63,7 @@ def gift_card_json(card):
         "status": card.status,
         "expiresAt": iso(card.expires_at),
         "createdAt": iso(card.created_at),
+        "revokedAt": iso(card.revoked_at),
     }
 
 
@@ -58,6 +76,7 @@ def access_code_json(row):
         "active": bool(row.active),
         "expiresAt": iso(row.expires_at),
         "createdAt": iso(row.created_at),
+        "revokedAt": iso(row.revoked_at),
     }
 
 
@@ -99,6 +118,36 @@ def _expiry(body, required):
     return utcnow().replace(microsecond=0) + datetime.timedelta(days=days)
 
 
+def _count(body):
+    count = body.get("count", 1)
+    if not _whole(count, 1, MAX_BATCH):
+        raise Problem(400, INVALID_COUNT, f"count is a whole number from 1 to {MAX_BATCH}")
+    return count
+
+
+def _issued(key, as_json, issued):
+    """The 201 of a batch: the first row and its code (as before batches), and every (id, code) under `issued`."""
+    first, code = issued[0]
+    return json_answer(201, {key: as_json(first), "code": code, "issued": [{"id": r.id, "code": c} for r, c in issued]})
+
+
+def _revoke(operator, model, key, action, subject):
+    reason = panel.operator_reason()
+    if not key.isdigit() or int(key) > 2**63 - 1:
+        raise Problem(404, GIFT_CARD_NOT_FOUND if subject == "gift_card" else ACCESS_CODE_NOT_FOUND, "no such code")
+    try:
+        with db.atomic():
+            row = codes.revoke(model, int(key), reason, utcnow())
+            if row is None:
+                raise Problem(404, GIFT_CARD_NOT_FOUND if subject == "gift_card" else ACCESS_CODE_NOT_FOUND,
+                              "no such code")  # fmt: skip
+            record_audit(CATEGORY, action, f"operator:{operator.username}", reason, subject, row.id,
+                         details={"planId": row.plan_id})  # fmt: skip
+    except codes.CodeRejected as rejected:
+        raise Problem(PROBLEMS.get(rejected.code, 400), rejected.code, str(rejected)) from None
+    return row
+
+
 def build():
     import bottle
 
@@ -112,11 +161,15 @@ def build():
         body = json_body()
         plan = _plan(body)
         expires_at = _expiry(body, required=True)
+        count = _count(body)
+        issued = []
         with db.atomic():
-            card, code = codes.issue_gift_card(plan, expires_at)
-            record_audit(CATEGORY, GIFT_CARD_ISSUED, f"operator:{operator.username}", reason, "gift_card", card.id,
-                         details={"planId": plan.id, "expiresAt": iso(expires_at)})  # fmt: skip
-        return json_answer(201, {"giftCard": gift_card_json(card), "code": code})
+            for _ in range(count):
+                card, code = codes.issue_gift_card(plan, expires_at)
+                record_audit(CATEGORY, GIFT_CARD_ISSUED, f"operator:{operator.username}", reason, "gift_card",
+                             card.id, details={"planId": plan.id, "expiresAt": iso(expires_at)})  # fmt: skip
+                issued.append((card, code))
+        return _issued("giftCard", gift_card_json, issued)
 
     @app.post("/v1/panel/access-codes")
     @signed_in(operators.PAYMENTS_WRITE)
@@ -131,15 +184,33 @@ def build():
         chosen = body.get("code")
         if chosen is not None and (not isinstance(chosen, str) or len(chosen) > MAX_CHOSEN_CODE):
             raise Problem(400, codes.INVALID_CODE, f"code is a text of at most {MAX_CHOSEN_CODE} characters")
+        count = _count(body)
+        if chosen is not None and count != 1:
+            raise Problem(400, INVALID_COUNT, "a chosen code is issued once: leave count out or make it 1")
+        issued = []
         try:
             with db.atomic():
-                row, code = codes.issue_access_code(plan, limit, expires_at, chosen)
-                record_audit(CATEGORY, ACCESS_CODE_ISSUED, f"operator:{operator.username}", reason, "access_code",
-                             row.id, details={"planId": plan.id, "maxActivations": limit,
-                                              "expiresAt": iso(expires_at), "chosen": chosen is not None})  # fmt: skip
+                for _ in range(count):
+                    row, code = codes.issue_access_code(plan, limit, expires_at, chosen)
+                    record_audit(CATEGORY, ACCESS_CODE_ISSUED, f"operator:{operator.username}", reason,
+                                 "access_code", row.id, details={"planId": plan.id, "maxActivations": limit,
+                                 "expiresAt": iso(expires_at), "chosen": chosen is not None})  # fmt: skip
+                    issued.append((row, code))
         except codes.CodeRejected as rejected:
             raise Problem(PROBLEMS.get(rejected.code, 400), rejected.code, str(rejected)) from None
-        return json_answer(201, {"accessCode": access_code_json(row), "code": code})
+        return _issued("accessCode", access_code_json, issued)
+
+    @app.post("/v1/panel/gift-cards/<card_id>/revoke")
+    @signed_in(operators.PAYMENTS_WRITE)
+    def revoke_gift_card(operator, card_id):
+        card = _revoke(operator, GiftCard, card_id, GIFT_CARD_REVOKED, "gift_card")
+        return json_answer(200, {"giftCard": gift_card_json(card)})
+
+    @app.post("/v1/panel/access-codes/<code_id>/revoke")
+    @signed_in(operators.PAYMENTS_WRITE)
+    def revoke_access_code(operator, code_id):
+        row = _revoke(operator, AccessCode, code_id, ACCESS_CODE_REVOKED, "access_code")
+        return json_answer(200, {"accessCode": access_code_json(row)})
 
     @app.post("/v1/panel/customers/<customer_id>/offers")
     @signed_in(operators.PAYMENTS_WRITE)

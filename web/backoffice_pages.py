@@ -16,19 +16,24 @@ import uuid
 
 import bottle
 
-from commerce import phase
+from commerce import codes, phase
 from commerce.catalogue import active_plans
 from commerce.customer_search import INVALID_SEARCH
 from commerce.refunds import REFUNDABLE_STATES, refundable, refunds_of
 from integrations.payments.amounts import AmountError, exponent, to_decimal_text
+from models.base import utcnow
 from models.bot import ShopRating
-from models.catalogue import PersonalOffer
+from models.catalogue import AccessCode, GiftCard, PersonalOffer
+from models.commerce import Plan
 from models.support import SupportTicket
 from ops import operators
 from web import backoffice, references, wording
 from web import home as home_page
+from web.answers import bad_cursor
+from web.backoffice_codes import MAX_BATCH
 from web.pages import page, render
 from web.problems import Problem
+from web.timeline import TIMELINE_ROWS, timeline
 
 GIB = 1 << 30
 SECTION_ROWS = backoffice.DEFAULT_PAGE
@@ -101,6 +106,17 @@ def _paid_with(order, intents):
     return ("stars" if order.settled_by == "stars" else order.provider), False
 
 
+def _codes_page(model, cursor):
+    """(rows, next cursor): a page of gift cards or access codes, newest first, keyed by id."""
+    rows = model.select()
+    if cursor:
+        if not cursor.isdigit() or int(cursor) > 2**63 - 1:
+            raise bad_cursor()
+        rows = rows.where(model.id < int(cursor))
+    page = list(rows.order_by(model.id.desc()).limit(SECTION_ROWS + 1))
+    return page[:SECTION_ROWS], str(page[SECTION_ROWS - 1].id) if len(page) > SECTION_ROWS else None
+
+
 def build():
     app = bottle.Bottle()
 
@@ -127,16 +143,17 @@ def build():
     @page(operators.SUBSCRIPTIONS_READ)
     def customers(operator):
         query = bottle.request.query
-        text = (query.get("q") or "").strip()
-        error = None
+        error, text = None, ""
         try:
+            text = backoffice.search_param(query.get("q")).strip()
             rows, next_cursor = backoffice.customers_page(text, query.get("cursor"), backoffice.DEFAULT_PAGE)
         except Problem as refused:
             if refused.code != INVALID_SEARCH:
                 raise
             bottle.response.status = 400
             rows, next_cursor, error = [], None, refused.detail
-        return show("customers", operator, text=text, rows=rows, next_cursor=next_cursor, error=error)
+        summary = backoffice.customer_rows(rows)
+        return show("customers", operator, text=text, rows=rows, summary=summary, next_cursor=next_cursor, error=error)
 
     @app.get("/panel/customers/<customer_id>")
     @page(operators.SUBSCRIPTIONS_READ)
@@ -181,9 +198,12 @@ def build():
                 .order_by(SupportTicket.id.desc())
                 .limit(SECTION_ROWS)
             )
+        entries = timeline(
+            found.id, money, _can(operator, operators.PAYMENTS_READ), _can(operator, operators.SUPPORT_READ)
+        )
         return show(
             "customer", operator, customer=found, subscriptions=subscriptions, plans=plans, sections=sections,
-            tickets=tickets,
+            tickets=tickets, timeline=entries, timeline_rows=TIMELINE_ROWS,
         )  # fmt: skip
 
     @app.get("/panel/subscriptions/<subscription_id>")
@@ -225,6 +245,22 @@ def build():
             refund_choices=choices,
             refund_effect=effect,
         )
+
+    @app.get("/panel/codes")
+    @page(operators.PAYMENTS_READ)
+    def codes_page(operator):
+        query = bottle.request.query
+        access_codes, access_next = _codes_page(AccessCode, query.get("accessCursor"))
+        gift_cards, gift_next = _codes_page(GiftCard, query.get("giftCursor"))
+        can_issue = _can(operator, operators.PAYMENTS_WRITE)
+        shown = {row.plan_id for row in access_codes + gift_cards}
+        plans = active_plans() if can_issue else []
+        plan_names = {plan.id: plan.name for plan in Plan.select().where(Plan.id.in_(list(shown)))} if shown else {}
+        return show(
+            "codes", operator, can_issue=can_issue, plans=plans, plan_names=plan_names, max_batch=MAX_BATCH,
+            access_codes=access_codes, access_next=access_next, gift_cards=gift_cards, gift_next=gift_next,
+            status_of=codes.status_of, now=utcnow(),
+        )  # fmt: skip
 
     @app.get("/panel/payments/<payment_id>")
     @page(operators.PAYMENTS_READ)

@@ -252,6 +252,7 @@ GIFT_CARD = _object(
         "status": {"type": "string", "enum": list(GIFT_CARD_STATUSES)},
         "expiresAt": TIME,
         "createdAt": TIME,
+        "revokedAt": TIME,
     }
 )
 ACCESS_CODE = _object(
@@ -263,8 +264,11 @@ ACCESS_CODE = _object(
         "active": {"type": "boolean"},
         "expiresAt": TIME,
         "createdAt": TIME,
+        "revokedAt": TIME,
     }
 )
+ISSUED = _array(_object({"id": INTEGER, "code": STRING}))
+COUNT = {**INTEGER, "minimum": 1, "maximum": 1000, "description": "how many to issue at once (1 unless given)"}
 PAYMENT = _object(
     {
         "id": INTEGER,
@@ -357,6 +361,27 @@ PLAN_ID = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
 QUEUED_CHANGE = _object({"operationId": INTEGER, "operation": STRING, "status": STRING})
 
 BEARER = [{"operatorToken": []}]
+
+
+def _revocation(what, parameter, key, schema, action, missing, redeemed):
+    return {
+        "post": {
+            "summary": f"Revoke a {what} with a reason (payments.write, audited `{action}`)",
+            "description": f"A revoked {what} activates nothing after (`code_revoked` to the customer).",
+            "security": SESSION,
+            "parameters": [_id_parameter(parameter), REASON],
+            "responses": {
+                "200": _ok(_object({key: schema}), "revoked"),
+                "400": _error("`reason_required`"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": _error(f"no such {what} ({missing})"),
+                "409": _error(f"revoked already (`already_revoked`){redeemed}"),
+            },
+        }
+    }
+
+
 SESSION = [{"operatorSession": []}]
 REASON = {
     "name": "X-Operator-Reason",
@@ -991,6 +1016,7 @@ def _back_office_paths():
                                 {
                                     "planId": PLAN_ID,
                                     "validDays": {**INTEGER, "minimum": 1, "maximum": 3650},
+                                    "count": COUNT,
                                 },
                                 ["planId", "validDays"],
                             )
@@ -998,8 +1024,13 @@ def _back_office_paths():
                     },
                 },
                 "responses": {
-                    "201": _ok(_object({"giftCard": GIFT_CARD, "code": STRING}), "issued"),
-                    "400": _error("`invalid_plan_id`, `invalid_validity`, `reason_required`, `invalid_body`"),
+                    "201": _ok(
+                        _object({"giftCard": GIFT_CARD, "code": STRING, "issued": ISSUED}),
+                        "issued: the first card and its code, and every card's id and code under `issued`",
+                    ),
+                    "400": _error(
+                        "`invalid_plan_id`, `invalid_validity`, `invalid_count`, `reason_required`, `invalid_body`"
+                    ),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
                     "404": _error("no such plan (`plan_not_found`)"),
@@ -1026,6 +1057,7 @@ def _back_office_paths():
                                     "maxActivations": {**INTEGER, "minimum": 1, "maximum": 1000000},
                                     "validDays": {**INTEGER, "minimum": 1, "maximum": 3650},
                                     "code": {"type": "string", "maxLength": 64},
+                                    "count": COUNT,
                                 },
                                 ["planId", "maxActivations"],
                             )
@@ -1033,10 +1065,13 @@ def _back_office_paths():
                     },
                 },
                 "responses": {
-                    "201": _ok(_object({"accessCode": ACCESS_CODE, "code": STRING}), "issued"),
+                    "201": _ok(
+                        _object({"accessCode": ACCESS_CODE, "code": STRING, "issued": ISSUED}),
+                        "issued: the first code, and every code's id and code under `issued`",
+                    ),
                     "400": _error(
                         "`invalid_plan_id`, `invalid_activation_limit`, `invalid_validity`, `invalid_code`,"
-                        " `reason_required`, `invalid_body`"
+                        " `invalid_count` (also a chosen code with a count above 1), `reason_required`, `invalid_body`"
                     ),
                     "401": UNAUTHORIZED,
                     "403": FORBIDDEN,
@@ -1047,6 +1082,24 @@ def _back_office_paths():
                 },
             }
         },
+        "/v1/panel/gift-cards/{giftCardID}/revoke": _revocation(
+            "gift card",
+            "giftCardID",
+            "giftCard",
+            GIFT_CARD,
+            "panel.gift_card.revoked",
+            "`gift_card_not_found`",
+            "; it has been redeemed",
+        ),
+        "/v1/panel/access-codes/{accessCodeID}/revoke": _revocation(
+            "access code",
+            "accessCodeID",
+            "accessCode",
+            ACCESS_CODE,
+            "panel.access_code.revoked",
+            "`access_code_not_found`",
+            "",
+        ),
         "/v1/panel/orders/{orderID}/refund": {
             "post": {
                 "summary": "Refund an order in full or in part (payments.write, audited `panel.order.refunded`)",

@@ -30,6 +30,7 @@ MAX_CODE_LENGTH = 64
 REFUSAL_TEXTS = {
     activations.INVALID_CODE: "code_not_found",
     activations.CODE_EXPIRED: "code_expired",
+    activations.CODE_REVOKED: "code_revoked",
     activations.CODE_USED_UP: "code_used",
     activations.CODE_ALREADY_USED: "code_already_activated",
     activations.NO_TRIAL: "trial_none",

@@ -18,7 +18,9 @@ from tests.web import test_panel_api as api
 from web.pages import drift_value
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOP_NAVIGATION = ["Home", "Customers", "Orders", "Payments", "Goods", "Plans", "Campaigns", "Bulk actions", "Support"]
+SHOP_NAVIGATION = [
+    "Home", "Customers", "Orders", "Payments", "Codes", "Goods", "Plans", "Campaigns", "Bulk actions", "Support",
+]  # fmt: skip
 NAVIGATION = ["Operations", "Drift", "Outbox", "Blocklists", "Queue", "Anomalies", "Operators"]
 PAGES = [
     "/panel/system/operations",
@@ -46,8 +48,8 @@ def test_without_a_session_every_page_sends_the_browser_to_the_login_page(web):
 def test_the_navigation_is_shop_then_system_as_the_readme_names_them(web):
     headers = api.session_of(web)
     shop_pages = [
-        "/panel", "/panel/customers", "/panel/orders", "/panel/payments", "/panel/goods", "/panel/plans",
-        "/panel/campaigns", "/panel/bulk-actions", "/panel/support",
+        "/panel", "/panel/customers", "/panel/orders", "/panel/payments", "/panel/codes", "/panel/goods",
+        "/panel/plans", "/panel/campaigns", "/panel/bulk-actions", "/panel/support",
     ]  # fmt: skip
     for path, title in zip(shop_pages + PAGES + ["/panel/operators"], SHOP_NAVIGATION + NAVIGATION, strict=True):
         text = page(web, path, headers).text

@@ -33,6 +33,31 @@
 </table>
 % end
 
+<h2>Timeline</h2>
+% if not timeline:
+<div class="empty">Nothing has happened yet.</div>
+% else:
+<div class="table-scroll" style="overflow-x:auto; max-width:100%"><table id="timeline">
+  <tr><th>when</th><th>what</th><th>status</th></tr>
+  % for entry in timeline:
+  <tr data-timeline="{{entry.kind}}">
+    <td class="muted">{{iso(entry.at)}}</td>
+    <td>
+      % if entry.href:
+      <a href="{{entry.href}}">{{entry.text}}</a>
+      % else:
+      {{entry.text}}
+      % end
+    </td>
+    <td class="status-{{entry.status}}" data-status="{{entry.status}}" title="{{entry.status}}">{{entry.shown}}</td>
+  </tr>
+  % end
+</table></div>
+% if len(timeline) == timeline_rows:
+<p class="muted">The newest {{timeline_rows}} entries; the sections below page through every order, payment and ticket.</p>
+% end
+% end
+
 <h2>Support tickets</h2>
 % if tickets is None:
 <p class="muted">Support tickets need the support.read permission.</p>

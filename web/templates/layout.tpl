@@ -57,7 +57,7 @@
   <strong>Omniflow</strong>
   <nav aria-label="Shop">
     <span class="section">Shop</span>
-    % for href, label in (("/panel", "Home"), ("/panel/customers", "Customers"), ("/panel/orders", "Orders"), ("/panel/payments", "Payments"), ("/panel/goods", "Goods"), ("/panel/plans", "Plans"), ("/panel/campaigns", "Campaigns"), ("/panel/bulk-actions", "Bulk actions"), ("/panel/support", "Support")):
+    % for href, label in (("/panel", "Home"), ("/panel/customers", "Customers"), ("/panel/orders", "Orders"), ("/panel/payments", "Payments"), ("/panel/codes", "Codes"), ("/panel/goods", "Goods"), ("/panel/plans", "Plans"), ("/panel/campaigns", "Campaigns"), ("/panel/bulk-actions", "Bulk actions"), ("/panel/support", "Support")):
     <a href="{{href}}" class="{{'here' if here == href else ''}}">{{label}}</a>
     % end
   </nav>
