@@ -40,8 +40,8 @@ def test_start_creates_the_customer_from_the_telegram_user_and_a_second_start_fi
     first, second = fake_telegram.bot_messages(ANN["id"])
     assert first["text"].startswith("Добро пожаловать, Ann Lee!") and second["text"].startswith("С возвращением")
     assert buttons(first) == [
-        keyboards.BUY, keyboards.SUBSCRIPTIONS, keyboards.WALLET, keyboards.LANGUAGE, keyboards.CODE, keyboards.TRIAL,
-        keyboards.SUPPORT,
+        keyboards.BUY, keyboards.SHOP, keyboards.SUBSCRIPTIONS, keyboards.WALLET, keyboards.LANGUAGE, keyboards.CODE,
+        keyboards.TRIAL, keyboards.SUPPORT,
     ]  # fmt: skip
     assert BotUpdate.select().count() == 2
 
